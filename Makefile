@@ -1,0 +1,65 @@
+# The whole pipeline, as files: re-running skips what exists, an interrupted run resumes.
+#
+#   make data            generate / download the datasets
+#   make test            the grading tests
+#   make problem1 ...    one problem: its runs, evaluation and figures
+#   make all -j2         everything (see the README for timings)
+#
+# Each training job gets (cores / jobs) torch threads, so `make -jN` never oversubscribes
+# the machine. Override with THREADS=n, or the device with DEVICE=cuda.
+
+PY      ?= python
+DEVICE  ?= auto
+NPROC   := $(shell nproc 2>/dev/null || sysctl -n hw.ncpu 2>/dev/null || echo 1)
+JOBS     = $(or $(patsubst -j%,%,$(filter -j%,$(MAKEFLAGS))),1)
+THREADS ?= $(shell n=$$(( $(NPROC) / $(JOBS) )); [ $$n -ge 1 ] && echo $$n || echo 1)
+RUN      = OMP_NUM_THREADS=$(THREADS) $(PY)
+COMMON   = --device $(DEVICE) --threads $(THREADS)
+
+.PHONY: all data test lint problem1 problem2 problem3 p3-runs clean-results
+.DELETE_ON_ERROR:
+
+all: data problem1 problem2 problem3
+
+# ------------------------------------------------------------------------------- data
+DATA := data/addition/train.csv data/offset/train.npy data/smiles/train.txt
+data: $(DATA) data/figures/carries.png
+data/addition/train.csv:
+	$(PY) generate_datasets.py --only addition
+data/offset/train.npy:
+	$(PY) generate_datasets.py --only offset
+data/smiles/train.txt:
+	$(PY) generate_datasets.py --only smiles
+data/figures/carries.png: | $(DATA)
+	$(PY) provided/visualize.py data
+
+test:
+	$(PY) -m pytest
+
+lint:
+	$(PY) -m ruff check .
+
+# --------------------------------------------------------------------------- problem 3
+P3 := problem3/results
+P3_MAIN := pre_lr0.001_w500_s4000
+P3_SWEEP := $(foreach norm,pre post,$(foreach lr,0.001 0.01 0.03,$(foreach w,0 500,\
+            $(norm)_lr$(lr)_w$(w)_s1500)))
+
+# The long run first: sampling and evaluation wait on it; the sweep fills the other cores.
+p3-runs: $(P3)/model_$(P3_MAIN).pth $(P3_SWEEP:%=$(P3)/training_log_%.json)
+
+$(P3)/model_$(P3_MAIN).pth: | data/smiles/train.txt
+	$(RUN) -m problem3.train --norm pre --lr 1e-3 --warmup 500 --steps 4000 \
+	  --checkpoint_every 1000 $(COMMON)
+
+# training_log_{norm}_lr{lr}_w{warmup}_s1500.json
+$(P3)/training_log_%_s1500.json: | data/smiles/train.txt
+	$(RUN) -m problem3.train $(shell echo $* | sed -E \
+	  's/^(pre|post)_lr([0-9.e-]+)_w([0-9]+)$$/--norm \1 --lr \2 --warmup \3/') \
+	  --steps 1500 $(COMMON)
+
+problem3: p3-runs
+
+clean-results:
+	rm -f problem*/results/*.pth problem*/results/training_log_*.json \
+	  problem*/results/metrics.json

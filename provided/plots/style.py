@@ -1,0 +1,27 @@
+"""Figure conventions shared by every plotting module: one save function, one look."""
+
+import os
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+
+plt.rcParams.update({
+    "figure.dpi": 110,
+    "savefig.dpi": 130,
+    "axes.grid": True,
+    "grid.alpha": 0.3,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "font.size": 10,
+})
+
+
+def save_figure(fig, out_dir: Path, name: str) -> Path:
+    """Save fig as out_dir/name.png (written to a temporary file, then renamed) and close it."""
+    path = Path(out_dir) / f"{name}.png"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.stem}.tmp.png")
+    fig.savefig(tmp, bbox_inches="tight")
+    plt.close(fig)
+    os.replace(tmp, path)
+    return path

@@ -1,0 +1,57 @@
+"""The single entry point for every figure of the repository.
+
+    python provided/visualize.py data        # figures of the datasets
+    python provided/visualize.py problem1    # ... problem2, problem3
+
+Each target's figures are drawn by provided/plots/<target>.py from the committed results
+(problemN/results/) and written as PNGs under problemN/results/figures/, or under
+data/figures/ for the datasets (the one committed folder of data/).
+"""
+
+import argparse
+import importlib
+import sys
+from pathlib import Path
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from provided.common import DATA_DIR, REPO_ROOT, fail  # noqa: E402
+
+TARGETS = ("data", "problem1", "problem2", "problem3")
+
+
+def default_dirs(target: str) -> tuple[Path, Path]:
+    """(input folder, figure folder) of a target."""
+    if target == "data":
+        return DATA_DIR, DATA_DIR / "figures"
+    results = REPO_ROOT / target / "results"
+    return results, results / "figures"
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("target", choices=TARGETS)
+    parser.add_argument("--input_dir", type=Path, default=None,
+                        help="results folder to read (data folder for 'data')")
+    parser.add_argument("--out_dir", type=Path, default=None, help="where the PNGs go")
+    args = parser.parse_args(argv)
+    input_dir, out_dir = default_dirs(args.target)
+    input_dir = args.input_dir or input_dir
+    out_dir = args.out_dir or out_dir
+    if not input_dir.exists():
+        fail(f"{input_dir} does not exist: run the {args.target} steps of the README first")
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    module = importlib.import_module(f"provided.plots.{args.target}")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for path in module.make_figures(input_dir, out_dir):
+        print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
