@@ -72,16 +72,6 @@ def write_addition(data_dir: Path, splits: dict[str, int] = ADDITION_SPLITS) -> 
         start += count
 
 
-def carries(a: int, b: int) -> int:
-    """Number of carries in the schoolbook addition of a and b."""
-    count, carry = 0, 0
-    while a or b:
-        carry = int(a % 10 + b % 10 + carry >= 10)
-        count += carry
-        a, b = a // 10, b // 10
-    return count
-
-
 # ------------------------------------------------------------------------------- offset
 def offset_arrays(shapes: dict[str, tuple[int, int]] = OFFSET_SHAPES, seed: int = SEED):
     """Token arrays drawn in order train, then test, from NumPy's legacy seeded generator."""

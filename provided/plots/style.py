@@ -25,3 +25,13 @@ def save_figure(fig, out_dir: Path, name: str) -> Path:
     plt.close(fig)
     os.replace(tmp, path)
     return path
+
+
+def save_image(image, out_dir: Path, name: str) -> Path:
+    """Save a PIL image (e.g. RDKit's MolsToGridImage) as out_dir/name.png, atomically."""
+    path = Path(out_dir) / f"{name}.png"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.stem}.tmp.png")
+    image.save(tmp)
+    os.replace(tmp, path)
+    return path

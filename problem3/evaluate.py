@@ -1,0 +1,296 @@
+"""Evaluate the SMILES runs (Problem 3, Parts D and E) into results/metrics.json.
+
+    python evaluate.py
+
+metrics.json holds:
+    sweep   one entry per _s1500 training log present: its settings, final validation loss,
+            verdict (trains = final validation loss below 2.0), and the mean and maximum of
+            the head gradient norm at the log points of steps 50 and 100
+    main    for the long run: by_step (well-formed fraction, RDKit validity, uniqueness,
+            novelty of 1,000 samples at T = 1 from each checkpoint and the final model);
+            by_length and by_span (outcome fractions of the final model's samples);
+            by_temperature (T = 0.7, 1.0, 1.3); examples of well-formed but invalid samples
+results/properties.json holds QED, logP and molecular weight of the final model's valid
+samples and of 1,000 training molecules, for the property figure.
+
+Validity is RDKit's: Chem.MolFromSmiles(s) is not None and s is not empty. Uniqueness is
+distinct canonical SMILES among the valid / valid; novelty is distinct valid canonical
+SMILES absent from the canonicalized training set / distinct valid (MOSES' definitions).
+"""
+
+import argparse
+import hashlib
+import re
+import sys
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+
+if __package__ in (None, ""):  # run as `python evaluate.py` from inside problem3/
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from rdkit import Chem, RDLogger  # noqa: E402
+from rdkit.Chem import QED, Descriptors  # noqa: E402
+
+from problem3.dataset import read_smiles  # noqa: E402
+from problem3.sample import load_model, sample_run  # noqa: E402
+from problem3.train import TRAIN_THRESHOLD  # noqa: E402
+from provided.common import (  # noqa: E402
+    add_common_args,
+    atomic_write_text,
+    fail,
+    missing_data_message,
+    read_json,
+    setup,
+    write_json,
+)
+from provided.smiles import tokenize  # noqa: E402
+
+RDLogger.DisableLog("rdApp.*")
+
+MAIN_RUN = "pre_lr0.001_w500_s4000"
+SWEEP_STEPS = 1500
+NUM_SAMPLES = 1000
+NUM_PROPERTY_MOLECULES = 1000  # training molecules in the property figure
+TEMPERATURES = (0.7, 1.0, 1.3)
+EARLY_STEPS = (50, 100)
+LENGTH_BINS = [(0, 20), (21, 30), (31, 40), (41, 50)]  # tokens, inclusive
+SPAN_BINS = [(0, 0), (1, 6), (7, 9), (10, 14), (15, None)]  # tokens, inclusive
+OUTCOMES = ("valid", "well_formed_invalid", "ill_formed")
+RING_DIGIT = re.compile(r"^(\d|%\d\d)$")
+
+
+# ------------------------------------------------------------------------ well-formedness
+def is_well_formed(smiles: str) -> bool:
+    """The homework's four syntactic rules, on the provided tokenizer's output.
+
+    1. the tokens rejoin to the string (tokenize raises otherwise, and an unclosed bracket
+       atom such as '[nH' cannot be tokenized, so rule 4 is checked by the same step);
+    2. parentheses balance and the depth never goes negative;
+    3. each ring digit's next occurrence closes it, and no ring is open at the end;
+    4. bracket atoms close.
+    Never raises: an empty or untokenizable string is not well-formed.
+    """
+    # BEGIN SOLUTION
+    if not smiles:
+        return False
+    try:
+        tokens = tokenize(smiles)
+    except ValueError:
+        return False
+    depth, open_rings = 0, set()
+    for token in tokens:
+        if token == "(":
+            depth += 1
+        elif token == ")":
+            depth -= 1
+            if depth < 0:
+                return False
+        elif RING_DIGIT.match(token):
+            open_rings ^= {token}
+    return depth == 0 and not open_rings
+    # END SOLUTION
+
+
+def ring_spans(tokens: list[str]) -> list[int]:
+    """Token-index distance between each ring digit and the next occurrence that closes it."""
+    opened, spans = {}, []
+    for index, token in enumerate(tokens):
+        if RING_DIGIT.match(token):
+            if token in opened:
+                spans.append(index - opened.pop(token))
+            else:
+                opened[token] = index
+    return spans
+
+
+def max_open_ring_span(smiles: str) -> int:
+    """The longest distance in tokens between a ring digit and its closing partner; 0 when
+    no ring closes. C1CC1 -> 3."""
+    # BEGIN SOLUTION
+    return max(ring_spans(tokenize(smiles)), default=0)
+    # END SOLUTION
+
+
+# -------------------------------------------------------------------------------- RDKit
+def canonical(smiles: str) -> str | None:
+    """RDKit's canonical SMILES, or None if the string is not a valid molecule."""
+    if not smiles:
+        return None
+    mol = Chem.MolFromSmiles(smiles)
+    return None if mol is None else Chem.MolToSmiles(mol)
+
+
+def outcome(smiles: str) -> str:
+    """'valid', 'well_formed_invalid' or 'ill_formed'."""
+    if canonical(smiles) is not None:
+        return "valid"
+    return "well_formed_invalid" if is_well_formed(smiles) else "ill_formed"
+
+
+def invalid_reason(smiles: str) -> str:
+    """Why RDKit rejects a well-formed string: the first sanitization problem it reports."""
+    mol = Chem.MolFromSmiles(smiles, sanitize=False)
+    if mol is None:
+        return "parse error"
+    problems = Chem.DetectChemistryProblems(mol)
+    return problems[0].Message() if problems else "sanitization failed"
+
+
+def sample_metrics(samples: list[str], train_canonical: set[str]) -> dict:
+    """Well-formed fraction, validity, uniqueness and novelty (MOSES' definitions)."""
+    canon = [canonical(s) for s in samples]
+    valid = [c for c in canon if c is not None]
+    distinct = set(valid)
+    return {
+        "num_samples": len(samples),
+        "well_formed": sum(map(is_well_formed, samples)) / len(samples),
+        "validity": len(valid) / len(samples),
+        "uniqueness": len(distinct) / len(valid) if valid else None,
+        "novelty": len(distinct - train_canonical) / len(distinct) if distinct else None,
+    }
+
+
+def in_bin(value: int, bounds: tuple[int, int | None]) -> bool:
+    low, high = bounds
+    return value >= low and (high is None or value <= high)
+
+
+def bin_label(bounds: tuple[int, int | None]) -> str:
+    low, high = bounds
+    return f"{low}+" if high is None else (str(low) if low == high else f"{low}-{high}")
+
+
+def breakdown(samples: list[str], key, bins) -> list[dict]:
+    """Per bin of key(sample): the count and the fraction of each outcome."""
+    rows = []
+    for bounds in bins:
+        members = [s for s in samples if in_bin(key(s), bounds)]
+        counts = Counter(outcome(s) for s in members)
+        rows.append({"bin": bin_label(bounds), "count": len(members),
+                     **{o: counts[o] / len(members) if members else None for o in OUTCOMES}})
+    return rows
+
+
+def properties(smiles: list[str]) -> dict:
+    """QED, logP (Crippen) and molecular weight of each valid string."""
+    mols = [Chem.MolFromSmiles(s) for s in smiles if s]
+    mols = [m for m in mols if m is not None]
+    return {"qed": [QED.qed(m) for m in mols], "logp": [Descriptors.MolLogP(m) for m in mols],
+            "mol_wt": [Descriptors.MolWt(m) for m in mols]}
+
+
+def train_canonical_set(train_path: Path, cache_dir: Path) -> set[str]:
+    """The canonical SMILES of the training file, computed once and cached by file hash."""
+    digest = hashlib.sha1(train_path.read_bytes()).hexdigest()[:16]
+    cache = cache_dir / f"train_canonical_{digest}.txt"
+    if cache.exists():
+        return set(cache.read_text().split())
+    print(f"canonicalizing {train_path} (once; cached in {cache_dir}) ...", flush=True)
+    result = {c for c in map(canonical, read_smiles(train_path)) if c is not None}
+    atomic_write_text(cache, "\n".join(sorted(result)) + "\n")
+    return result
+
+
+# ---------------------------------------------------------------------------- sweep
+def sweep_entry(log: dict) -> dict:
+    """One row of the sweep table from a training log."""
+    config = log["config"]
+    early = [r["head_grad_norm"] for r in log["log"] if r["step"] in EARLY_STEPS]
+    finite = [g for g in early if g is not None]
+    complete = len(early) == len(EARLY_STEPS) and len(finite) == len(early)
+    final = log["final_val_loss"]
+    return {
+        "run": log["run"], "norm": config["norm"], "lr": config["lr"],
+        "warmup": config["warmup"], "final_val_loss": final,
+        "trains": final is not None and final < TRAIN_THRESHOLD,
+        "head_grad_norm_mean_100": float(np.mean(finite)) if complete else None,
+        "head_grad_norm_max_100": max(finite) if complete else None,
+    }
+
+
+def sweep(results_dir: Path, steps: int = SWEEP_STEPS) -> list[dict]:
+    logs = sorted(results_dir.glob(f"training_log_*_s{steps}.json"))
+    return [sweep_entry(read_json(path)) for path in logs]
+
+
+# ------------------------------------------------------------------------------ main run
+def checkpoints(results_dir: Path, run: str) -> list[tuple[int, str]]:
+    """(step, weights name) of each step checkpoint of run, then of its final model."""
+    found = []
+    for path in results_dir.glob(f"model_{run}_step*.pth"):
+        found.append((int(path.stem.rsplit("_step", 1)[1]), path.stem[len("model_"):]))
+    final_steps = int(run.rsplit("_s", 1)[1])
+    if (results_dir / f"model_{run}.pth").exists():
+        found.append((final_steps, run))
+    return sorted(found)
+
+
+def evaluate_main(results_dir: Path, run: str, train_path: Path, num_samples: int,
+                  seed: int, device) -> dict | None:
+    models = checkpoints(results_dir, run)
+    if not models or models[-1][1] != run:
+        print(f"skipping 'main': {results_dir / f'model_{run}.pth'} not found "
+              f"(train it: see the README)")
+        return None
+    train_canon = train_canonical_set(train_path, results_dir / "cache")
+    by_step = []
+    for step, weights in models:
+        model, vocab = load_model(results_dir, run, device, weights)
+        samples = sample_run(model, vocab, num_samples, 1.0, seed, device)
+        by_step.append({"step": step, **sample_metrics(samples, train_canon)})
+        print(f"step {step}: {by_step[-1]}", flush=True)
+
+    final = samples  # the final model's T = 1 samples, the same strings as sample.py's file
+    by_temperature = []
+    for temperature in TEMPERATURES:
+        drawn = final if temperature == 1.0 else sample_run(model, vocab, num_samples,
+                                                            temperature, seed, device)
+        by_temperature.append({"temperature": temperature, **sample_metrics(drawn, train_canon)})
+
+    wf_invalid = [s for s in final if outcome(s) == "well_formed_invalid"]
+    train_smiles = read_smiles(train_path)
+    train_sample = np.random.default_rng(seed).choice(
+        train_smiles, min(NUM_PROPERTY_MOLECULES, len(train_smiles)), replace=False).tolist()
+    write_json(results_dir / "properties.json", {
+        "samples": properties(final), "train": properties(train_sample)})
+    return {
+        "run": run,
+        "by_step": by_step,
+        "by_length": breakdown(final, lambda s: len(tokenize(s)), LENGTH_BINS),
+        "by_span": breakdown(final, max_open_ring_span, SPAN_BINS),
+        "by_temperature": by_temperature,
+        "outcomes": {o: sum(outcome(s) == o for s in final) / len(final) for o in OUTCOMES},
+        "examples_well_formed_invalid": [{"smiles": s, "reason": invalid_reason(s)}
+                                         for s in wf_invalid[:12]],
+    }
+
+
+def main(argv=None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--run", default=MAIN_RUN, help="the long run (default %(default)s)")
+    parser.add_argument("--num_samples", type=int, default=NUM_SAMPLES)
+    parser.add_argument("--sweep_steps", type=int, default=SWEEP_STEPS,
+                        help="the sweep's runs are the logs named *_s{sweep_steps}")
+    add_common_args(parser, "problem3")
+    args = parser.parse_args(argv)
+    device = setup(args)
+    train_path = args.data_dir / "smiles" / "train.txt"
+    if not train_path.exists():
+        fail(missing_data_message(train_path))
+
+    metrics = {"sweep": sweep(args.results_dir, args.sweep_steps)}
+    print(f"sweep: {len(metrics['sweep'])} of 12 runs present")
+    main_metrics = evaluate_main(args.results_dir, args.run, train_path, args.num_samples,
+                                 args.seed, device)
+    if main_metrics is not None:
+        metrics["main"] = main_metrics
+    write_json(args.results_dir / "metrics.json", metrics)
+    print(f"wrote {args.results_dir / 'metrics.json'}")
+    return metrics
+
+
+if __name__ == "__main__":
+    main()
