@@ -39,6 +39,21 @@ test:
 lint:
 	$(PY) -m ruff check .
 
+# --------------------------------------------------------------------------- problem 2
+P2 := problem2/results
+P2_RUNS := none learned sinusoidal rotary
+
+$(P2)/model_%.pth: | data/offset/train.npy
+	$(RUN) -m problem2.train --position $* $(COMMON)
+
+$(P2)/metrics.json: $(P2_RUNS:%=$(P2)/model_%.pth)
+	$(RUN) -m problem2.evaluate $(COMMON)
+
+$(P2)/figures/accuracy_by_bucket.png: $(P2)/metrics.json
+	$(PY) provided/visualize.py problem2
+
+problem2: $(P2)/figures/accuracy_by_bucket.png
+
 # --------------------------------------------------------------------------- problem 3
 P3 := problem3/results
 P3_MAIN := pre_lr0.001_w500_s4000
@@ -58,7 +73,16 @@ $(P3)/training_log_%_s1500.json: | data/smiles/train.txt
 	  's/^(pre|post)_lr([0-9.e-]+)_w([0-9]+)$$/--norm \1 --lr \2 --warmup \3/') \
 	  --steps 1500 $(COMMON)
 
-problem3: p3-runs
+$(P3)/samples_$(P3_MAIN).txt: $(P3)/model_$(P3_MAIN).pth
+	$(RUN) -m problem3.sample --run $(P3_MAIN) $(COMMON)
+
+$(P3)/metrics.json: $(P3)/samples_$(P3_MAIN).txt $(P3_SWEEP:%=$(P3)/training_log_%.json)
+	$(RUN) -m problem3.evaluate $(COMMON)
+
+$(P3)/figures/sweep_grid.png: $(P3)/metrics.json
+	$(PY) provided/visualize.py problem3
+
+problem3: $(P3)/figures/sweep_grid.png
 
 clean-results:
 	rm -f problem*/results/*.pth problem*/results/training_log_*.json \

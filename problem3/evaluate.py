@@ -267,6 +267,22 @@ def evaluate_main(results_dir: Path, run: str, train_path: Path, num_samples: in
     }
 
 
+def previous_main(path: Path, run: str) -> dict | None:
+    """The 'main' entry of an existing metrics.json for the same run, if there is one.
+
+    The sweep needs only the committed logs, but the main run's evaluation needs its
+    weights, which are not committed: re-evaluating the sweep on a fresh clone keeps the
+    committed main-run numbers instead of dropping them.
+    """
+    if not path.exists():
+        return None
+    previous = read_json(path).get("main")
+    if previous is None or previous.get("run") != run:
+        return None
+    print(f"kept 'main' for {run} from the existing {path.name}")
+    return previous
+
+
 def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -285,6 +301,8 @@ def main(argv=None) -> dict:
     print(f"sweep: {len(metrics['sweep'])} of 12 runs present")
     main_metrics = evaluate_main(args.results_dir, args.run, train_path, args.num_samples,
                                  args.seed, device)
+    if main_metrics is None:
+        main_metrics = previous_main(args.results_dir / "metrics.json", args.run)
     if main_metrics is not None:
         metrics["main"] = main_metrics
     write_json(args.results_dir / "metrics.json", metrics)

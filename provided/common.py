@@ -113,6 +113,7 @@ def atomic_write_text(path: Path, text: str) -> None:
     try:
         with os.fdopen(fd, "w") as f:
             f.write(text)
+        os.chmod(tmp, 0o644)  # mkstemp's files are owner-only
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -138,6 +139,7 @@ def atomic_torch_save(obj, path: Path) -> None:
     os.close(fd)
     try:
         torch.save(obj, tmp)
+        os.chmod(tmp, 0o644)  # mkstemp's files are owner-only
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
