@@ -465,3 +465,15 @@ def test_train_sample_evaluate_visualize_end_to_end(data_dir, tmp_path):
     assert visualize_main(["problem3", "--input_dir", str(results), "--out_dir",
                            str(figures)]) == 0
     assert len(list(figures.glob("*.png"))) >= 5
+
+
+def test_evaluate_without_the_main_model_keeps_the_committed_main_entry(data_dir, tmp_path):
+    results = tmp_path / "results"
+    results.mkdir()
+    committed = {"run": ev.MAIN_RUN, "by_step": [{"step": 4000, "validity": 0.9}]}
+    (results / "metrics.json").write_text(json.dumps({"sweep": [], "main": committed}))
+    metrics = ev.main(["--results_dir", str(results), "--data_dir", str(data_dir)])
+    assert metrics == {"sweep": [], "main": committed}
+    other = ev.main(["--run", "post_lr0.01_w0_s4000", "--results_dir", str(results),
+                     "--data_dir", str(data_dir)])
+    assert "main" not in other  # a different run's numbers are never carried over

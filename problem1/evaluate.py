@@ -1,0 +1,260 @@
+"""Problem 1, Part E: test metrics of every trained run, and head analysis of the n4000 models.
+
+    python evaluate.py                (from problem1/)
+    python -m problem1.evaluate       (from the root)
+
+For each of the six runs whose weights exist it records test exact match, test token
+accuracy and steps_to_95 (from the training log) in results/metrics.json. On the two
+n4000 models it measures the test exact match with each of the 24 heads removed alone
+(metrics.json['ablation']), prunes heads greedily down to none (metrics.json['pruning']),
+and writes the mean attention maps, with the decoder fed its own greedy predictions, to
+results/attention_maps.json. results/breakdown.json locates each run's test errors: digit
+accuracy per place of the sum, exact match by number of carries. A missing run is
+reported in one line and skipped.
+"""
+
+import argparse
+import copy
+import sys
+import time
+from collections import OrderedDict
+from pathlib import Path
+
+import torch
+
+if __package__ in (None, ""):  # run as `python evaluate.py` from inside problem1/
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from problem1.dataset import BOS, DIGIT_ORDERS, AdditionDataset  # noqa: E402
+from problem1.model import AdditionTransformer  # noqa: E402
+from problem1.train import TRAIN_SIZES, run_name, score_predictions  # noqa: E402
+from provided.common import (  # noqa: E402
+    add_common_args,
+    fail,
+    load_weights,
+    read_json,
+    setup,
+    write_json,
+)
+
+RUNS = [run_name(order, size) for order in DIGIT_ORDERS for size in TRAIN_SIZES]
+ANALYSED_RUNS = [run_name(order, 4000) for order in DIGIT_ORDERS]
+# The 24 heads, in the order of the report: encoder self-attention of layers 0 and 1, then
+# per decoder layer its causal self-attention and its cross-attention.
+ATTENTIONS = ["enc0.self", "enc1.self", "dec0.self", "dec0.cross", "dec1.self", "dec1.cross"]
+HEAD_NAMES = [f"{attention}.h{h}" for attention in ATTENTIONS for h in range(4)]
+
+
+def attention_module(model, attention: str):
+    """'enc0.self' / 'dec1.cross' ... -> that layer's MultiHeadAttention module."""
+    stack, kind = attention.split(".")
+    layers = model.encoder_layers if stack.startswith("enc") else model.decoder_layers
+    layer = layers[int(stack[3:])]
+    return layer.self_attn if kind == "self" else layer.cross_attn
+
+
+def remove_head(model, name: str) -> None:
+    """Remove head `name` (e.g. 'dec1.cross.h2') in place: zero its d_k input columns of W_o."""
+    # BEGIN SOLUTION
+    attention, head = name.rsplit(".", 1)
+    module = attention_module(model, attention)
+    h = int(head[1:])
+    with torch.no_grad():
+        module.W_o.weight[:, h * module.d_k:(h + 1) * module.d_k] = 0.0
+    # END SOLUTION
+
+
+class HeadRemovalScorer:
+    """score(removed heads) -> test exact match of the model without those heads.
+
+    It works on one copy of the model, restoring the six W_o weights before each call.
+    Removing decoder heads leaves the encoder output unchanged, so the encoder output is
+    kept for the last few sets of removed encoder heads (one per encoder head, plus one)
+    and the decoder starts from it.
+    """
+
+    def __init__(self, model, dataset, device):
+        self.model = copy.deepcopy(model).eval()
+        self.W_o = {a: attention_module(model, a).W_o.weight.detach().clone() for a in ATTENTIONS}
+        self.src = dataset.src.to(device)
+        self.tgt_out = dataset.tgt_out
+        self.memories = OrderedDict()  # removed encoder heads -> encoder output
+        self.capacity = 1 + sum(name.startswith("enc") for name in HEAD_NAMES)
+        self.calls = 0
+
+    def __call__(self, removed) -> float:
+        self.calls += 1
+        with torch.no_grad():
+            for attention, weight in self.W_o.items():
+                attention_module(self.model, attention).W_o.weight.copy_(weight)
+        for name in removed:
+            remove_head(self.model, name)
+        key = tuple(sorted(name for name in removed if name.startswith("enc")))
+        with torch.inference_mode():
+            if key not in self.memories:
+                self.memories[key] = self.model.encode(self.src)[0]
+                if len(self.memories) > self.capacity:
+                    self.memories.popitem(last=False)
+            self.memories.move_to_end(key)
+            predicted = self.model.generate(self.src, memory=self.memories[key]).cpu()
+        return score_predictions(predicted, self.tgt_out)[0]
+
+
+def single_head_ablation(score, heads=HEAD_NAMES) -> dict:
+    """{head: score([head])}: the test exact match with each head removed alone."""
+    # BEGIN SOLUTION
+    return {head: score([head]) for head in heads}
+    # END SOLUTION
+
+
+def greedy_pruning(score, heads=HEAD_NAMES) -> list[dict]:
+    """Remove heads one at a time, each time the one whose removal costs the least.
+
+    score(removed: list of head names) -> exact match of the model without those heads.
+    The cost of every remaining head is recomputed after each removal (ties go to the
+    head listed first). Returns [{'removed': [...in order], 'test_exact_match': ...}] for
+    0, 1, ..., len(heads) heads removed.
+    """
+    # BEGIN SOLUTION
+    removed, remaining = [], list(heads)
+    curve = [{"removed": [], "test_exact_match": score([])}]
+    while remaining:
+        scores = {head: score(removed + [head]) for head in remaining}
+        cheapest = max(remaining, key=scores.__getitem__)  # first head of the highest score
+        removed.append(cheapest)
+        remaining.remove(cheapest)
+        curve.append({"removed": list(removed), "test_exact_match": scores[cheapest]})
+    return curve
+    # END SOLUTION
+
+
+def mean_attention_maps(model, dataset, device=None) -> dict:
+    """Mean attention weights over the split, the decoder fed its own greedy predictions.
+
+    Returns {'encoder': [layers, h, 7, 7] self-attention, 'decoder_self': [layers, h, 4, 4],
+    'decoder_cross': [layers, h, 4, 7]}: row j of a decoder map is output step j, column i of
+    a cross map source position i.
+    """
+    # BEGIN SOLUTION
+    device = device or next(model.parameters()).device
+    model.eval()
+    src = dataset.src.to(device)
+    with torch.inference_mode():
+        predicted = model.generate(src)  # [N, 4]
+        bos = torch.full_like(predicted[:, :1], BOS)
+        tgt_in = torch.cat([bos, predicted[:, :-1]], dim=1)  # what greedy decoding saw
+        _, attention = model(src, tgt_in)
+    return {name: torch.stack([w.mean(dim=0) for w in attention[name]]).cpu()
+            for name in ("encoder", "decoder_self", "decoder_cross")}
+    # END SOLUTION
+
+
+def carries(src) -> torch.Tensor:
+    """src [N, 7] -> [N] number of carries (0-3) in the column addition of a + b."""
+    a, b = src[:, :3].flip(1), src[:, 4:].flip(1)  # [N, 3], ones digit first
+    carry = torch.zeros(len(src), dtype=torch.long)
+    count = torch.zeros(len(src), dtype=torch.long)
+    for place in range(3):
+        carry = ((a[:, place] + b[:, place] + carry) >= 10).long()
+        count += carry
+    return count
+
+
+def breakdown(predicted, dataset) -> dict:
+    """Where the errors are: digit accuracy per place of the sum (s0 = ones ... s3 =
+    thousands) and exact match by the number of carries in the sum."""
+    correct = predicted == dataset.tgt_out  # [N, 4] in output order
+    if dataset.digit_order == "forward":
+        correct = correct.flip(1)  # -> place order s0, s1, s2, s3
+    count = carries(dataset.src)
+    exact = correct.all(dim=1)
+    pairs = {c: int((count == c).sum()) for c in range(4)}
+    return {
+        "place_accuracy": {f"s{p}": correct[:, p].sum().item() / len(correct) for p in range(4)},
+        "exact_match_by_carries": {str(c): exact[count == c].sum().item() / n
+                                   for c, n in pairs.items() if n},
+        "pairs_by_carries": {str(c): n for c, n in pairs.items()},
+    }
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_common_args(parser, "problem1")
+    return parser.parse_args(argv)
+
+
+def load_run(run: str, args, device):
+    """The trained model of run, or None (with one line saying what to run) if it is missing."""
+    path = args.results_dir / f"model_{run}.pth"
+    if not path.exists():
+        order, size = run.split("_n")
+        print(f"skipping {run}: {path} not found; train it with "
+              f"`python -m problem1.train --digit_order {order} --train_size {size}`",
+              file=sys.stderr)
+        return None
+    model = AdditionTransformer().to(device)
+    model.load_state_dict(load_weights(path, device))
+    return model.eval()
+
+
+def logged_steps_to_95(run: str, results_dir: Path):
+    path = results_dir / f"training_log_{run}.json"
+    if not path.exists():
+        print(f"{run}: {path} not found, steps_to_95 recorded as null", file=sys.stderr)
+        return None
+    return read_json(path)["steps_to_95"]
+
+
+def rounded(tensor) -> list:
+    return torch.round(tensor, decimals=5).tolist()
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    device = setup(args)
+    metrics, ablation, pruning, maps, errors = {}, {}, {}, {}, {}
+    start = time.perf_counter()
+    try:
+        tests = {order: AdditionDataset(args.data_dir, "test", order) for order in DIGIT_ORDERS}
+    except FileNotFoundError as err:
+        fail(str(err))
+    for run in RUNS:
+        model = load_run(run, args, device)
+        if model is None:
+            continue
+        test = tests[run.split("_n")[0]]
+        with torch.inference_mode():
+            predicted = model.generate(test.src.to(device)).cpu()
+        exact, token = score_predictions(predicted, test.tgt_out)
+        errors[run] = breakdown(predicted, test)
+        metrics[run] = {"test_exact_match": exact, "test_token_accuracy": token,
+                        "steps_to_95": logged_steps_to_95(run, args.results_dir)}
+        print(f"{run}: test exact match {exact:.4f}, token accuracy {token:.4f}, "
+              f"steps_to_95 {metrics[run]['steps_to_95']}")
+        if run in ANALYSED_RUNS:
+            score = HeadRemovalScorer(model, test, device)
+            ablation[run] = single_head_ablation(score)
+            pruning[run] = greedy_pruning(score)
+            maps[run] = {name: rounded(m) for name, m in
+                         mean_attention_maps(model, test, device).items()}
+            kept = [len(HEAD_NAMES) - len(point["removed"]) for point in pruning[run]
+                    if point["test_exact_match"] >= 0.95]
+            print(f"{run}: {score.calls} decodes for ablation and pruning; fewest heads "
+                  f"left with test exact match >= 0.95: {min(kept) if kept else None} "
+                  f"({time.perf_counter() - start:.0f} s)")
+    if not metrics:
+        fail(f"no trained model in {args.results_dir}: run problem1/train.py first "
+             "(see the README)")
+    metrics["ablation"] = ablation
+    metrics["pruning"] = pruning
+    write_json(args.results_dir / "metrics.json", metrics)
+    write_json(args.results_dir / "attention_maps.json", maps)
+    write_json(args.results_dir / "breakdown.json", errors)
+    print(f"wrote {args.results_dir / 'metrics.json'}, attention_maps.json, breakdown.json "
+          f"in {time.perf_counter() - start:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,177 @@
+"""Problem 1, Part C: the encoder-decoder transformer that adds two three-digit numbers.
+
+Provided: the layer constructors, the 2 + 2 layer stack, the embedding (one token table and
+one sinusoidal position table shared by source and target) and greedy `generate`. The
+students write EncoderLayer.forward and DecoderLayer.forward: post-norm layers, as in
+Vaswani et al. (2017), each returning its attention weights with its output.
+
+    encoder layer   x = LN1(x + Drop(SelfAttn(x)))
+                    x = LN2(x + Drop(FFN(x)))
+    decoder layer   x = LN1(x + Drop(CausalSelfAttn(x)))
+                    x = LN2(x + Drop(CrossAttn(x, memory)))
+                    x = LN3(x + Drop(FFN(x)))
+"""
+
+import math
+
+import torch
+from torch import nn
+
+from problem1.attention import MultiHeadAttention, causal_mask
+from problem1.dataset import BOS, VOCAB_SIZE
+
+NUM_DIGITS = 10  # generate picks the next token among the digit ids 0-9 only
+
+
+def sinusoidal_table(max_len: int, d_model: int) -> torch.Tensor:
+    """[max_len, d_model]: PE[p, 2i] = sin(p w_i), PE[p, 2i+1] = cos(p w_i), w_i = 10000^(-2i/d)."""
+    position = torch.arange(max_len, dtype=torch.float32)[:, None]  # [max_len, 1]
+    omega = 10000.0 ** (-torch.arange(0, d_model, 2, dtype=torch.float32) / d_model)  # [d/2]
+    table = torch.zeros(max_len, d_model)
+    table[:, 0::2] = torch.sin(position * omega)
+    table[:, 1::2] = torch.cos(position * omega)
+    return table
+
+
+def feed_forward(d_model: int, d_ff: int) -> nn.Sequential:
+    """Linear(d_model -> d_ff) -> ReLU -> Linear(d_ff -> d_model), applied per token."""
+    return nn.Sequential(nn.Linear(d_model, d_ff), nn.ReLU(), nn.Linear(d_ff, d_model))
+
+
+class EncoderLayer(nn.Module):
+    def __init__(self, d_model: int, num_heads: int, d_ff: int, dropout: float):
+        super().__init__()
+        self.self_attn = MultiHeadAttention(d_model, num_heads)
+        self.ffn = feed_forward(d_model, d_ff)
+        self.norm1 = nn.LayerNorm(d_model)
+        self.norm2 = nn.LayerNorm(d_model)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x, mask=None):
+        """x [B, T, d_model] -> (x [B, T, d_model], self-attention weights [B, h, T, T])."""
+        # BEGIN SOLUTION
+        attended, weights = self.self_attn(x, x, x, mask)
+        x = self.norm1(x + self.dropout(attended))
+        x = self.norm2(x + self.dropout(self.ffn(x)))
+        return x, weights
+        # END SOLUTION
+
+
+class DecoderLayer(nn.Module):
+    def __init__(self, d_model: int, num_heads: int, d_ff: int, dropout: float):
+        super().__init__()
+        self.self_attn = MultiHeadAttention(d_model, num_heads)
+        self.cross_attn = MultiHeadAttention(d_model, num_heads)
+        self.ffn = feed_forward(d_model, d_ff)
+        self.norm1 = nn.LayerNorm(d_model)
+        self.norm2 = nn.LayerNorm(d_model)
+        self.norm3 = nn.LayerNorm(d_model)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x, memory, self_mask=None, memory_mask=None, cache=None):
+        """x [B, T, d_model], memory [B, S, d_model]; self_mask None means causal.
+
+        Returns (x [B, T, d_model], self weights [B, h, T, P+T], cross weights [B, h, T, S]).
+
+        cache (incremental decoding, used by generate): a dict kept between decoding steps.
+        x then holds only the T new positions P..P+T-1; the self-attention keys and values of
+        the P earlier positions and the cross-attention keys and values of memory come from
+        the cache (cache['self'], cache['cross'], see MultiHeadAttention). P = 0 without one.
+        """
+        # BEGIN SOLUTION
+        self_cache = cross_cache = None
+        if cache is not None:
+            self_cache = cache.setdefault("self", {})
+            cross_cache = cache.setdefault("cross", {})
+        past = self_cache["k"].size(2) if self_cache else 0
+        if self_mask is None:  # causal: the rows of the new positions P..P+T-1
+            self_mask = causal_mask(past + x.size(1), x.device)[past:]
+        attended, self_weights = self.self_attn(x, x, x, self_mask, cache=self_cache)
+        x = self.norm1(x + self.dropout(attended))
+        attended, cross_weights = self.cross_attn(x, memory, memory, memory_mask,
+                                                  cache=cross_cache, static_kv=True)
+        x = self.norm2(x + self.dropout(attended))
+        x = self.norm3(x + self.dropout(self.ffn(x)))
+        return x, self_weights, cross_weights
+        # END SOLUTION
+
+
+class AdditionTransformer(nn.Module):
+    """Encoder-decoder transformer: src [B, 7] and tgt_in [B, T] -> logits [B, T, vocab]."""
+
+    def __init__(self, vocab_size: int = VOCAB_SIZE, d_model: int = 128, num_heads: int = 4,
+                 d_ff: int = 256, num_layers: int = 2, dropout: float = 0.1, max_len: int = 16):
+        super().__init__()
+        self.d_model = d_model
+        # Token embedding with std d_model^-1/2, scaled by sqrt(d_model) in embed(): the token
+        # signal then has unit scale, like the sinusoidal table. PyTorch's default N(0, 1) with
+        # the same multiply would make the position signal a tenth of the token signal.
+        self.embedding = nn.Embedding(vocab_size, d_model)
+        nn.init.normal_(self.embedding.weight, std=d_model ** -0.5)
+        self.register_buffer("position_table", sinusoidal_table(max_len, d_model),
+                             persistent=False)
+        self.dropout = nn.Dropout(dropout)
+        self.encoder_layers = nn.ModuleList(
+            EncoderLayer(d_model, num_heads, d_ff, dropout) for _ in range(num_layers))
+        self.decoder_layers = nn.ModuleList(
+            DecoderLayer(d_model, num_heads, d_ff, dropout) for _ in range(num_layers))
+        self.output = nn.Linear(d_model, vocab_size)
+
+    def embed(self, tokens, start: int = 0):
+        """tokens [B, T] at positions start..start+T-1 -> [B, T, d_model].
+
+        Source and target both start at position 0 of the one shared table.
+        """
+        x = self.embedding(tokens) * math.sqrt(self.d_model)
+        return self.dropout(x + self.position_table[start:start + tokens.size(1)])
+
+    def encode(self, src):
+        """src [B, S] -> (memory [B, S, d_model], [per layer self weights [B, h, S, S]])."""
+        x = self.embed(src)
+        weights = []
+        for layer in self.encoder_layers:
+            x, w = layer(x)
+            weights.append(w)
+        return x, weights
+
+    def decode(self, tgt_in, memory):
+        """tgt_in [B, T], memory [B, S, d_model] -> (logits [B, T, vocab], self w, cross w)."""
+        x = self.embed(tgt_in)
+        self_weights, cross_weights = [], []
+        for layer in self.decoder_layers:
+            x, w_self, w_cross = layer(x, memory)
+            self_weights.append(w_self)
+            cross_weights.append(w_cross)
+        return self.output(x), self_weights, cross_weights
+
+    def forward(self, src, tgt_in):
+        """Teacher forcing. Returns (logits [B, T, vocab], attention), with attention =
+        {'encoder': [per layer [B, h, S, S]], 'decoder_self': [per layer [B, h, T, T]],
+        'decoder_cross': [per layer [B, h, T, S]]}."""
+        memory, encoder_weights = self.encode(src)
+        logits, self_weights, cross_weights = self.decode(tgt_in, memory)
+        attention = {"encoder": encoder_weights, "decoder_self": self_weights,
+                     "decoder_cross": cross_weights}
+        return logits, attention
+
+    @torch.no_grad()
+    def generate(self, src, steps: int = 4, memory=None):
+        """Greedy decoding from BOS: src [B, S] -> [B, steps] digit ids.
+
+        The encoder runs once (or not at all when the caller passes its output as memory
+        [B, S, d_model]). Each step embeds only the newest token and runs it through the
+        decoder layers, whose caches hold the keys and values of the earlier positions and of
+        memory; it then appends the argmax over the ten digit logits. Call model.eval() first.
+        """
+        if memory is None:
+            memory, _ = self.encode(src)
+        token = torch.full((src.size(0), 1), BOS, dtype=torch.long, device=src.device)
+        caches = [{} for _ in self.decoder_layers]
+        digits = []
+        for step in range(steps):
+            x = self.embed(token, start=step)  # [B, 1, d_model]
+            for layer, cache in zip(self.decoder_layers, caches):
+                x, _, _ = layer(x, memory, cache=cache)
+            token = self.output(x)[:, :, :NUM_DIGITS].argmax(dim=-1)  # [B, 1]
+            digits.append(token)
+        return torch.cat(digits, dim=1)

@@ -1,0 +1,175 @@
+"""Figures of Problem 1 (the addition transformer), drawn from the committed results only:
+the training logs, metrics.json and attention_maps.json of problem1/results/.
+
+    python provided/visualize.py problem1
+"""
+
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import numpy as np
+
+from provided.common import read_json
+from provided.plots.style import save_figure
+
+ORDERS = ("forward", "reversed")
+SIZES = (1000, 2000, 4000)
+SIZE_COLORS = {1000: "tab:orange", 2000: "tab:green", 4000: "tab:blue"}
+ORDER_STYLES = {"forward": "-", "reversed": "--"}
+SOURCE_LABELS = ["a2", "a1", "a0", "+", "b2", "b1", "b0"]
+PLACES = {0: "1s", 1: "10s", 2: "100s", 3: "1000s"}
+ATTENTIONS = ["enc0.self", "enc1.self", "dec0.self", "dec0.cross", "dec1.self", "dec1.cross"]
+
+
+def output_labels(order: str) -> list[str]:
+    """Row labels of a cross-attention map: output step j and the place of its digit."""
+    places = [3, 2, 1, 0] if order == "forward" else [0, 1, 2, 3]
+    return [f"j={j}: s{p} ({PLACES[p]})" for j, p in enumerate(places)]
+
+
+def validation_curves(results_dir: Path, out_dir: Path):
+    fig, ax = plt.subplots(figsize=(7.5, 4.5))
+    drawn = False
+    for order in ORDERS:
+        for size in SIZES:
+            path = results_dir / f"training_log_{order}_n{size}.json"
+            if not path.exists():
+                continue
+            log = read_json(path)["log"]
+            ax.plot([p["step"] for p in log], [p["val_exact_match"] for p in log],
+                    ORDER_STYLES[order], color=SIZE_COLORS[size], label=f"{order}, n={size}")
+            drawn = True
+    if not drawn:
+        plt.close(fig)
+        return None
+    ax.axhline(0.95, color="gray", lw=0.8, ls=":", label="0.95 (steps_to_95)")
+    ax.set(xlabel="training step", ylabel="validation exact match (greedy decoding)",
+           title="Validation exact match during training", ylim=(-0.02, 1.02))
+    ax.legend(loc="lower right", fontsize=8)
+    return save_figure(fig, out_dir, "val_exact_match")
+
+
+def test_vs_train_size(metrics: dict, out_dir: Path):
+    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(10, 4))
+    for order in ORDERS:
+        sizes = [s for s in SIZES if f"{order}_n{s}" in metrics]
+        if not sizes:
+            continue
+        runs = [metrics[f"{order}_n{s}"] for s in sizes]
+        ax.plot(sizes, [r["test_exact_match"] for r in runs], ORDER_STYLES[order], marker="o",
+                label=order)
+        reached = [(s, r["steps_to_95"]) for s, r in zip(sizes, runs) if r["steps_to_95"]]
+        if reached:
+            ax2.plot(*zip(*reached), ORDER_STYLES[order], marker="o", label=order)
+        for s, r in zip(sizes, runs):
+            if r["steps_to_95"] is None:
+                ax2.annotate(f"{order} n={s}:\nnever reached", (s, 0.5), fontsize=8,
+                             xycoords=("data", "axes fraction"), ha="left")
+    ax.set(xscale="log", xlabel="training pairs", ylabel="test exact match",
+           title="Test exact match (2,000 test pairs) by training size", ylim=(-0.02, 1.02))
+    ax2.set(xscale="log", xlabel="training pairs", ylabel="steps to 95% validation exact match",
+            title="steps_to_95 (runs that reached it)")
+    for a in (ax, ax2):
+        a.set_xticks(SIZES, [str(s) for s in SIZES])
+        a.minorticks_off()
+        if a.get_legend_handles_labels()[0]:
+            a.legend()
+    return save_figure(fig, out_dir, "test_vs_train_size")
+
+
+def attention_grid(maps: np.ndarray, rows: list[str], title: str, out_dir: Path, name: str,
+                   layer_name: str, row_title: str):
+    """maps [layers, heads, T_q, 7]: one panel per layer and head, shared colour scale."""
+    layers, heads = maps.shape[:2]
+    fig, axes = plt.subplots(layers, heads, figsize=(3.1 * heads, 0.45 * len(rows) * layers + 1.6),
+                             squeeze=False, constrained_layout=True)
+    for l in range(layers):
+        for h in range(heads):
+            ax = axes[l, h]
+            image = ax.imshow(maps[l, h], vmin=0, vmax=1, cmap="viridis", aspect="auto")
+            for i in range(maps.shape[2]):
+                for k in range(maps.shape[3]):
+                    value = maps[l, h, i, k]
+                    if value >= 0.1:
+                        ax.text(k, i, f"{value:.2f}", ha="center", va="center", fontsize=6,
+                                color="black" if value > 0.6 else "white")
+            ax.set_xticks(range(7), SOURCE_LABELS)
+            ax.set_yticks(range(len(rows)), rows if h == 0 else [""] * len(rows))
+            ax.grid(False)
+            ax.set_title(f"{layer_name} {l}, head {h}", fontsize=9)
+            if l == layers - 1:
+                ax.set_xlabel("source position (key)")
+            if h == 0:
+                ax.set_ylabel(row_title)
+    fig.colorbar(image, ax=axes, shrink=0.8, label="mean attention weight")
+    fig.suptitle(title)
+    return save_figure(fig, out_dir, name)
+
+
+def attention_figures(maps: dict, out_dir: Path) -> list[Path]:
+    paths = []
+    for run, run_maps in maps.items():
+        order = run.split("_n")[0]
+        paths.append(attention_grid(
+            np.array(run_maps["decoder_cross"]), output_labels(order),
+            f"{run}: mean cross-attention over the test split (decoder fed its own predictions)",
+            out_dir, f"cross_attention_{run}", "decoder layer", "output step (query)"))
+        paths.append(attention_grid(
+            np.array(run_maps["encoder"]), SOURCE_LABELS,
+            f"{run}: mean encoder self-attention over the test split",
+            out_dir, f"encoder_attention_{run}", "encoder layer", "source position (query)"))
+    return paths
+
+
+def ablation_figure(ablation: dict, metrics: dict, out_dir: Path):
+    runs = list(ablation)
+    fig, axes = plt.subplots(1, len(runs), figsize=(4.6 * len(runs), 4.2), squeeze=False,
+                             constrained_layout=True)
+    for ax, run in zip(axes[0], runs):
+        table = np.array([[ablation[run][f"{a}.h{h}"] for h in range(4)] for a in ATTENTIONS])
+        image = ax.imshow(table, vmin=0, vmax=1, cmap="magma", aspect="auto")
+        for i in range(table.shape[0]):
+            for h in range(4):
+                ax.text(h, i, f"{table[i, h]:.3f}", ha="center", va="center", fontsize=8,
+                        color="black" if table[i, h] > 0.5 else "white")
+        ax.set_xticks(range(4), [f"h{h}" for h in range(4)])
+        ax.set_yticks(range(len(ATTENTIONS)), ATTENTIONS)
+        ax.grid(False)
+        full = metrics.get(run, {}).get("test_exact_match")
+        ax.set_title(f"{run} (all heads: {full:.3f})" if full is not None else run, fontsize=10)
+        ax.set_xlabel("head")
+    fig.colorbar(image, ax=axes, shrink=0.8, label="test exact match with the head removed")
+    fig.suptitle("Single-head ablation")
+    return save_figure(fig, out_dir, "ablation")
+
+
+def pruning_figure(pruning: dict, out_dir: Path):
+    fig, ax = plt.subplots(figsize=(7.5, 4.5))
+    for run, curve in pruning.items():
+        removed = [len(p["removed"]) for p in curve]
+        ax.plot(removed, [p["test_exact_match"] for p in curve],
+                ORDER_STYLES[run.split("_n")[0]], marker="o", ms=3, label=run)
+    ax.axhline(0.95, color="gray", lw=0.8, ls=":")
+    ax.set(xlabel="heads removed (of 24), greedily", ylabel="test exact match",
+           title="Greedy head pruning", ylim=(-0.02, 1.02), xticks=range(0, 25, 2))
+    top = ax.secondary_xaxis("top", functions=(lambda x: 24 - x, lambda x: 24 - x))
+    top.set_xlabel("heads left")
+    ax.legend()
+    return save_figure(fig, out_dir, "pruning")
+
+
+def make_figures(results_dir: Path, out_dir: Path) -> list[Path]:
+    results_dir, out_dir = Path(results_dir), Path(out_dir)
+    paths = [validation_curves(results_dir, out_dir)]
+    metrics_path = results_dir / "metrics.json"
+    if metrics_path.exists():
+        metrics = read_json(metrics_path)
+        paths.append(test_vs_train_size(metrics, out_dir))
+        if metrics.get("ablation"):
+            paths.append(ablation_figure(metrics["ablation"], metrics, out_dir))
+        if metrics.get("pruning"):
+            paths.append(pruning_figure(metrics["pruning"], out_dir))
+    maps_path = results_dir / "attention_maps.json"
+    if maps_path.exists():
+        paths.extend(attention_figures(read_json(maps_path), out_dir))
+    return [p for p in paths if p is not None]
