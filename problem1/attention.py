@@ -61,29 +61,15 @@ class MultiHeadAttention(nn.Module):
         return x.unflatten(-1, (self.num_heads, self.d_k)).transpose(1, 2)
         # END SOLUTION
 
-    def forward(self, query, key, value, mask=None, cache=None, static_kv=False):
+    def forward(self, query, key, value, mask=None):
         """query [B, T_q, d_model], key and value [B, T_k, d_model].
 
         Returns (out [B, T_q, d_model], weights [B, h, T_q, T_k]).
-
-        cache (incremental decoding, used by generate): a dict kept by the caller between
-        decoding steps, holding the projected keys and values cache['k'], cache['v']
-        [B, h, T, d_k]. Self-attention appends the new keys and values to the cached ones;
-        with static_kv (cross-attention to a fixed memory) they are projected on the first
-        call and reused as they are afterwards.
         """
         # BEGIN SOLUTION
         q = self.split_heads(self.W_q(query))
-        if cache is not None and static_kv and "k" in cache:
-            k, v = cache["k"], cache["v"]
-        else:
-            k = self.split_heads(self.W_k(key))
-            v = self.split_heads(self.W_v(value))
-            if cache is not None:
-                if "k" in cache and not static_kv:
-                    k = torch.cat([cache["k"], k], dim=2)
-                    v = torch.cat([cache["v"], v], dim=2)
-                cache["k"], cache["v"] = k, v
+        k = self.split_heads(self.W_k(key))
+        v = self.split_heads(self.W_v(value))
         out, weights = scaled_dot_product_attention(q, k, v, mask)  # [B, h, T_q, d_k]
         out = out.transpose(1, 2).flatten(2)  # [B, T_q, d_model], head i in columns i*d_k..
         return self.W_o(out), weights
