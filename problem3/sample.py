@@ -16,7 +16,7 @@ import torch
 if __package__ in (None, ""):  # run as `python sample.py` from inside problem3/
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from problem3.model import DecoderLM  # noqa: E402
+from problem3.model import NORMS, DecoderLM  # noqa: E402
 from problem3.train import MODEL_CONFIG  # noqa: E402
 from provided.common import (  # noqa: E402
     add_common_args,
@@ -76,6 +76,8 @@ def load_model(results_dir: Path, run: str, device, weights: str | None = None):
         fail(f"{vocab_path} not found: train a run first (python train.py ...)")
     vocab = SmilesVocab.load(vocab_path)
     norm = run.split("_", 1)[0]
+    if norm not in NORMS:
+        fail(f"run {run!r} does not name a norm: runs are named like pre_lr0.001_w500_s4000")
     model = DecoderLM(len(vocab), norm=norm, **MODEL_CONFIG).to(device)
     try:
         model.load_state_dict(load_weights(results_dir / f"model_{weights or run}.pth", device))
