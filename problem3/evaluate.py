@@ -55,8 +55,9 @@ NUM_SAMPLES = 1000
 NUM_PROPERTY_MOLECULES = 1000  # training molecules in the property figure
 TEMPERATURES = (0.7, 1.0, 1.3)
 EARLY_STEPS = (50, 100)
-LENGTH_BINS = [(0, 20), (21, 30), (31, 40), (41, 50)]  # tokens, inclusive
-SPAN_BINS = [(0, 0), (1, 6), (7, 9), (10, 14), (15, None)]  # tokens, inclusive
+# Inclusive bins, in tokens; samples run from about 20 to 50 tokens with spans up to 45.
+LENGTH_BINS = [(0, 25), (26, 30), (31, 35), (36, 40), (41, 45), (46, 50)]
+SPAN_BINS = [(0, 9), (10, 19), (20, 29), (30, 39), (40, None)]
 OUTCOMES = ("valid", "well_formed_invalid", "ill_formed")
 RING_DIGIT = re.compile(r"^(\d|%\d\d)$")
 
