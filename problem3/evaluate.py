@@ -139,6 +139,16 @@ def invalid_reason(smiles: str) -> str:
     return problems[0].Message() if problems else "sanitization failed"
 
 
+def reason_category(reason: str) -> str:
+    """A short class of RDKit's message: kekulization, valence, aromaticity, parse, other."""
+    for prefix, category in [("Can't kekulize", "kekulization"), ("Explicit valence", "valence"),
+                             ("non-ring atom", "aromatic atom outside a ring"),
+                             ("parse error", "parse")]:
+        if reason.startswith(prefix):
+            return category
+    return "other"
+
+
 def sample_metrics(samples: list[str], train_canonical: set[str]) -> dict:
     """Well-formed fraction, validity, uniqueness and novelty (MOSES' definitions)."""
     canon = [canonical(s) for s in samples]
@@ -263,6 +273,8 @@ def evaluate_main(results_dir: Path, run: str, train_path: Path, num_samples: in
         "by_span": breakdown(final, max_open_ring_span, SPAN_BINS),
         "by_temperature": by_temperature,
         "outcomes": {o: sum(outcome(s) == o for s in final) / len(final) for o in OUTCOMES},
+        "well_formed_invalid_reasons": dict(Counter(
+            reason_category(invalid_reason(s)) for s in wf_invalid).most_common()),
         "examples_well_formed_invalid": [{"smiles": s, "reason": invalid_reason(s)}
                                          for s in wf_invalid[:12]],
     }

@@ -410,6 +410,13 @@ def test_validity_uniqueness_novelty_by_hand():
     assert ev.sample_metrics(["CC(", "C1"], train)["uniqueness"] is None
 
 
+@pytest.mark.parametrize("smiles, category", [
+    ("c1cccc1", "kekulization"), ("C(C)(C)(C)(C)C", "valence"),
+    ("Cc", "aromatic atom outside a ring"), ("C1CC", "parse")])
+def test_invalid_reasons(smiles, category):
+    assert ev.reason_category(ev.invalid_reason(smiles)) == category
+
+
 def test_breakdown_bins_and_fractions():
     samples = ["C1CC1", "c1ccccc1", "c1cccc1", "CC("]
     rows = ev.breakdown(samples, ev.max_open_ring_span, [(0, 0), (1, 5), (6, None)])
