@@ -39,6 +39,23 @@ test:
 lint:
 	$(PY) -m ruff check .
 
+# --------------------------------------------------------------------------- problem 1
+P1 := problem1/results
+P1_RUNS := $(foreach order,forward reversed,$(foreach n,1000 2000 4000,$(order)_n$(n)))
+
+# model_{digit_order}_n{train_size}.pth
+$(P1)/model_%.pth: | data/addition/train.csv
+	$(RUN) -m problem1.train --digit_order $(word 1,$(subst _n, ,$*)) \
+	  --train_size $(word 2,$(subst _n, ,$*)) $(COMMON)
+
+$(P1)/metrics.json: $(P1_RUNS:%=$(P1)/model_%.pth)
+	$(RUN) -m problem1.evaluate $(COMMON)
+
+$(P1)/figures/pruning.png: $(P1)/metrics.json
+	$(PY) provided/visualize.py problem1
+
+problem1: $(P1)/figures/pruning.png
+
 # --------------------------------------------------------------------------- problem 2
 P2 := problem2/results
 P2_RUNS := none learned sinusoidal rotary
