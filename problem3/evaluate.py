@@ -3,6 +3,7 @@
     python evaluate.py
 
 metrics.json holds:
+    unigram_entropy  the validation loss of predicting tokens by their frequency alone
     sweep   one entry per _s1500 training log present: its settings, final validation loss,
             verdict (trains = final validation loss below 2.0), and the mean and maximum of
             the head gradient norm at the log points of steps 50 and 100
@@ -26,6 +27,7 @@ from collections import Counter
 from pathlib import Path
 
 import numpy as np
+import torch
 
 if __package__ in (None, ""):  # run as `python evaluate.py` from inside problem3/
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -33,7 +35,12 @@ if __package__ in (None, ""):  # run as `python evaluate.py` from inside problem
 from rdkit import Chem, RDLogger  # noqa: E402
 from rdkit.Chem import QED, Descriptors  # noqa: E402
 
-from problem3.dataset import read_smiles  # noqa: E402
+from problem3.dataset import (  # noqa: E402
+    IGNORE_INDEX,
+    SmilesDataset,
+    build_vocab,
+    read_smiles,
+)
 from problem3.sample import load_model, sample_run  # noqa: E402
 from problem3.train import TRAIN_THRESHOLD  # noqa: E402
 from provided.common import (  # noqa: E402
@@ -221,6 +228,16 @@ def sweep_entry(log: dict) -> dict:
     }
 
 
+def unigram_entropy(data_dir: Path) -> float:
+    """Cross-entropy (nats per token) of predicting every validation target from the
+    validation set's own token frequencies: the loss of a model that ignores its context."""
+    vocab = build_vocab(data_dir / "smiles" / "train.txt")
+    targets = SmilesDataset(data_dir / "smiles" / "val.txt", vocab).targets
+    counts = torch.bincount(targets[targets != IGNORE_INDEX], minlength=len(vocab)).double()
+    p = counts[counts > 0] / counts.sum()
+    return float(-(p * p.log()).sum())
+
+
 def sweep(results_dir: Path, steps: int = SWEEP_STEPS) -> list[dict]:
     logs = sorted(results_dir.glob(f"training_log_*_s{steps}.json"))
     return [sweep_entry(read_json(path)) for path in logs]
@@ -310,7 +327,8 @@ def main(argv=None) -> dict:
     if not train_path.exists():
         fail(missing_data_message(train_path))
 
-    metrics = {"sweep": sweep(args.results_dir, args.sweep_steps)}
+    metrics = {"sweep": sweep(args.results_dir, args.sweep_steps),
+               "unigram_entropy": unigram_entropy(args.data_dir)}
     print(f"sweep: {len(metrics['sweep'])} of 12 runs present")
     main_metrics = evaluate_main(args.results_dir, args.run, train_path, args.num_samples,
                                  args.seed, device)

@@ -426,6 +426,15 @@ def test_breakdown_bins_and_fractions():
     assert rows[0]["ill_formed"] == 1.0
 
 
+def test_unigram_entropy_by_hand(tmp_path):
+    (tmp_path / "smiles").mkdir()
+    (tmp_path / "smiles" / "train.txt").write_text("CO\n")
+    (tmp_path / "smiles" / "val.txt").write_text("CO\nCC\n")
+    # targets: C O EOS, C C EOS -> frequencies C 3/6, O 1/6, EOS 2/6; PAD never counted
+    expected = -(0.5 * math.log(0.5) + math.log(1 / 6) / 6 + math.log(1 / 3) / 3)
+    assert ev.unigram_entropy(tmp_path) == pytest.approx(expected, rel=1e-12)
+
+
 def test_sweep_entry_early_gradient_statistics():
     log = {"run": "post_lr0.03_w0_s1500",
            "config": {"norm": "post", "lr": 0.03, "warmup": 0},
@@ -480,7 +489,7 @@ def test_evaluate_without_the_main_model_keeps_the_committed_main_entry(data_dir
     committed = {"run": ev.MAIN_RUN, "by_step": [{"step": 4000, "validity": 0.9}]}
     (results / "metrics.json").write_text(json.dumps({"sweep": [], "main": committed}))
     metrics = ev.main(["--results_dir", str(results), "--data_dir", str(data_dir)])
-    assert metrics == {"sweep": [], "main": committed}
+    assert metrics["sweep"] == [] and metrics["main"] == committed
     other = ev.main(["--run", "post_lr0.01_w0_s4000", "--results_dir", str(results),
                      "--data_dir", str(data_dir)])
     assert "main" not in other  # a different run's numbers are never carried over
