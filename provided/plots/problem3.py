@@ -41,7 +41,8 @@ def sweep_curves(logs: list[dict], out_dir: Path) -> Path:
                 ax.plot(diverged[0], 1, marker="x", color=color, markersize=10, clip_on=False,
                         transform=ax.get_xaxis_transform())
         ax.axhline(THRESHOLD, color="gray", linewidth=1, linestyle=":")
-        ax.text(10, THRESHOLD, " trains below 2.0", va="bottom", color="gray", fontsize=8)
+        ax.text(0.99, THRESHOLD, "trains below 2.0", va="bottom", ha="right", color="gray",
+                fontsize=8, transform=ax.get_yaxis_transform())
         ax.set_yscale("log")
         ax.set_xlabel("training step")
         ax.set_title(f"{norm}-LN: training loss (lines), validation loss (dots)")
@@ -54,28 +55,34 @@ def sweep_curves(logs: list[dict], out_dir: Path) -> Path:
 
 
 def sweep_grid(sweep: list[dict], out_dir: Path) -> Path:
-    """Final validation loss over (warmup, lr), one panel per norm, with the verdicts."""
+    """Final validation loss over (warmup, lr), one panel per norm: green trains, red fails,
+    grey not run (yet)."""
     lrs, warmups = sorted({e["lr"] for e in sweep}), sorted({e["warmup"] for e in sweep})
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
+    cmap = plt.get_cmap("RdYlGn").copy()
+    cmap.set_bad("lightgrey")
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
     for ax, norm in zip(axes, ("pre", "post")):
-        grid = np.full((len(warmups), len(lrs)), np.nan)
-        for e in sweep:
-            if e["norm"] == norm and e["final_val_loss"] is not None:
-                grid[warmups.index(e["warmup"]), lrs.index(e["lr"])] = e["final_val_loss"]
-        ax.imshow(np.where(np.isnan(grid), 99, grid) < THRESHOLD, cmap="RdYlGn", vmin=-0.3,
-                  vmax=1.3, aspect="auto")
-        for e in (e for e in sweep if e["norm"] == norm):
-            i, j = warmups.index(e["warmup"]), lrs.index(e["lr"])
-            loss = "diverged" if e["final_val_loss"] is None else f"{e['final_val_loss']:.2f}"
-            verdict = "trains" if e["trains"] else "fails"
-            ax.text(j, i, f"{loss}\n{verdict}", ha="center", va="center", fontsize=10)
+        runs = {(e["warmup"], e["lr"]): e for e in sweep if e["norm"] == norm}
+        verdict = np.full((len(warmups), len(lrs)), np.nan)  # 1 trains, 0 fails, nan absent
+        for i, warmup in enumerate(warmups):
+            for j, lr in enumerate(lrs):
+                e = runs.get((warmup, lr))
+                if e is None:
+                    ax.text(j, i, "not run", ha="center", va="center", color="dimgrey")
+                    continue
+                verdict[i, j] = float(e["trains"])
+                loss = "diverged" if e["final_val_loss"] is None else f"{e['final_val_loss']:.2f}"
+                ax.text(j, i, f"{loss}\n{'trains' if e['trains'] else 'fails'}", ha="center",
+                        va="center", fontsize=10)
+        ax.imshow(np.ma.masked_invalid(verdict), cmap=cmap, vmin=-0.3, vmax=1.3, aspect="auto")
         ax.set_xticks(range(len(lrs)), [str(lr) for lr in lrs])
         ax.set_yticks(range(len(warmups)), [str(w) for w in warmups])
         ax.set_xlabel("peak learning rate")
         ax.set_ylabel("warmup steps")
-        ax.set_title(f"{norm}-LN: final validation loss")
+        ax.set_title(f"{norm}-LN: final validation loss (nats/token)")
         ax.grid(False)
-    fig.suptitle(f"Sweep verdicts: a run trains if its final validation loss < {THRESHOLD}")
+    fig.suptitle(f"Sweep verdicts: a run trains if its final validation loss < {THRESHOLD}",
+                 y=1.02)
     return save_figure(fig, out_dir, "sweep_grid")
 
 
