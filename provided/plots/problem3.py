@@ -58,8 +58,7 @@ def sweep_grid(sweep: list[dict], out_dir: Path) -> Path:
     """Final validation loss over (warmup, lr), one panel per norm: green trains, red fails,
     grey not run (yet)."""
     lrs, warmups = sorted({e["lr"] for e in sweep}), sorted({e["warmup"] for e in sweep})
-    cmap = plt.get_cmap("RdYlGn").copy()
-    cmap.set_bad("lightgrey")
+    cmap = plt.get_cmap("RdYlGn").with_extremes(bad="lightgrey")
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
     for ax, norm in zip(axes, ("pre", "post")):
         runs = {(e["warmup"], e["lr"]): e for e in sweep if e["norm"] == norm}
