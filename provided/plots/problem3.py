@@ -46,9 +46,11 @@ def sweep_curves(logs: list[dict], out_dir: Path) -> Path:
         ax.set_yscale("log")
         ax.set_xlabel("training step")
         ax.set_title(f"{norm}-LN: training loss (lines), validation loss (dots)")
-        if ax.get_legend_handles_labels()[0]:
-            ax.legend(fontsize=8, loc="upper right")
     axes[0].set_ylabel("cross-entropy per token (nats, log scale)")
+    handles, labels = max((ax.get_legend_handles_labels() for ax in axes), key=lambda h: len(h[1]))
+    if handles:  # one legend for both panels, below them, so that no curve is hidden
+        fig.legend(handles, labels, loc="lower center", ncol=3, fontsize=9,
+                   bbox_to_anchor=(0.5, -0.1))
     fig.suptitle("Learning-rate x warmup sweep, 1,500 steps (x at the top: loss became "
                  "non-finite)")
     return save_figure(fig, out_dir, "sweep_loss_curves")
