@@ -39,7 +39,7 @@ OFFSET_VOCAB = 16
 MOSES_WHEEL = "molsets==0.3.1"
 MOSES_MEMBER = "moses/dataset/data/train.csv.gz"
 MOSES_TRAIN_ROWS = 1_584_663
-SMILES_VOCAB = sorted("# ( ) - 1 2 3 4 5 = Br C Cl F N O S [nH] c n o s".split())
+SMILES_VOCAB = frozenset("# ( ) - 1 2 3 4 5 = Br C Cl F N O S [nH] c n o s".split())
 SMILES_MIN_TOKENS, SMILES_MAX_TOKENS = 13, 50
 SMILES_SPLITS = {"train": 100_000, "val": 10_000}
 
@@ -134,10 +134,8 @@ def keep_smiles(smiles: str) -> bool:
     except ValueError:
         return False
     return (SMILES_MIN_TOKENS <= len(tokens) <= SMILES_MAX_TOKENS
-            and all(t in _VOCAB_SET for t in tokens))
+            and all(t in SMILES_VOCAB for t in tokens))
 
-
-_VOCAB_SET = frozenset(SMILES_VOCAB)
 
 
 def subsample_smiles(strings: list[str], splits: dict[str, int] = SMILES_SPLITS,

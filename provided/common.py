@@ -15,6 +15,7 @@ import random
 import sys
 import tempfile
 from pathlib import Path
+from typing import NoReturn
 
 import numpy as np
 import torch
@@ -78,7 +79,7 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def fail(message: str, code: int = 2) -> "NoReturn":  # noqa: F821
+def fail(message: str, code: int = 2) -> NoReturn:
     """Stop a script with one clear line on stderr, no traceback."""
     print(f"error: {message}", file=sys.stderr)
     raise SystemExit(code)
