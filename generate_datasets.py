@@ -137,7 +137,6 @@ def keep_smiles(smiles: str) -> bool:
             and all(t in SMILES_VOCAB for t in tokens))
 
 
-
 def subsample_smiles(strings: list[str], splits: dict[str, int] = SMILES_SPLITS,
                      seed: int = SEED) -> dict[str, list[str]]:
     """Filter, deduplicate (first occurrence kept), then draw a seeded subsample."""
