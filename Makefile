@@ -20,8 +20,10 @@ THREADS ?= $(shell n=$$(( $(NPROC) / $(JOBS) )); [ $$n -ge 1 ] && echo $$n || ec
 RUN      = OMP_NUM_THREADS=$(THREADS) $(PY)
 COMMON   = --device $(DEVICE) --threads $(THREADS)
 
-.PHONY: all data test lint problem1 problem2 problem3 p3-runs clean-results
+.PHONY: all data test lint problem1 problem2 problem3 p3-runs clean-results \
+        seeds seeds-problem1 seeds-problem2 seeds-problem3 bands
 .DELETE_ON_ERROR:
+.SECONDARY:  # never delete a run's weights as an "intermediate" file
 
 # The data first, then the longest work: Problem 3's runs fill the cores for most of the time
 # and the short jobs of Problems 1 and 2 come last, where they fill the cores up to the last
@@ -114,3 +116,45 @@ problem3: $(P3)/figures/sweep_grid.png
 clean-results:
 	rm -f problem*/results/*.pth problem*/results/training_log_*.json \
 	  problem*/results/metrics.json
+
+# ----------------------------------------------------------------------- extra seeds
+# Seeds 1-4 of every Problem 1 and 2 run and of four Problem 3 sweep cells, each seed in
+# its own folder problemN/results/seeds/seed{S}/ (seed 0 is the committed run itself).
+# Problems 1 and 2 first (short jobs), then the 16 Problem 3 runs, which resume.
+SEEDS := 1 2 3 4
+P3_SEED_CELLS := post_lr0.01_w0 post_lr0.03_w500 pre_lr0.03_w0 post_lr0.001_w0
+seed_of = $(patsubst seed%,%,$(word 1,$(subst /, ,$(1))))
+run_of = $(patsubst model_%,%,$(word 2,$(subst /, ,$(1))))
+
+seeds:
+	$(MAKE) seeds-problem1 seeds-problem2
+	$(MAKE) seeds-problem3
+	$(MAKE) bands
+
+seeds-problem1: $(SEEDS:%=$(P1)/seeds/seed%/metrics.json)
+$(P1)/seeds/%.pth: | data/addition/train.csv
+	$(RUN) -m problem1.train --digit_order $(word 1,$(subst _n, ,$(call run_of,$*))) \
+	  --train_size $(word 2,$(subst _n, ,$(call run_of,$*))) --seed $(call seed_of,$*) \
+	  --results_dir $(P1)/seeds/seed$(call seed_of,$*) $(COMMON)
+$(P1)/seeds/seed%/metrics.json: $(foreach r,$(P1_RUNS),$(P1)/seeds/seed%/model_$(r).pth)
+	$(RUN) -m problem1.evaluate --heads skip --results_dir $(@D) $(COMMON)
+
+seeds-problem2: $(SEEDS:%=$(P2)/seeds/seed%/metrics.json)
+$(P2)/seeds/%.pth: | data/offset/train.npy
+	$(RUN) -m problem2.train --position $(call run_of,$*) --seed $(call seed_of,$*) \
+	  --results_dir $(P2)/seeds/seed$(call seed_of,$*) $(COMMON)
+$(P2)/seeds/seed%/metrics.json: $(foreach r,$(P2_RUNS),$(P2)/seeds/seed%/model_$(r).pth)
+	$(RUN) -m problem2.evaluate --results_dir $(@D) $(COMMON)
+
+seeds-problem3: $(SEEDS:%=$(P3)/seeds/seed%/metrics.json)
+$(P3)/seeds/%_s1500.pth: | data/smiles/train.txt
+	$(RUN) -m problem3.train $(shell echo $(call run_of,$*) | sed -E \
+	  's/^(pre|post)_lr([0-9.e-]+)_w([0-9]+)$$/--norm \1 --lr \2 --warmup \3/') \
+	  --steps 1500 --seed $(call seed_of,$*) --results_dir $(P3)/seeds/seed$(call seed_of,$*) \
+	  $(COMMON)
+$(P3)/seeds/seed%/metrics.json: $(foreach c,$(P3_SEED_CELLS),$(P3)/seeds/seed%/model_$(c)_s1500.pth)
+	$(RUN) -m problem3.evaluate --results_dir $(@D) $(COMMON)
+
+# problemN/results/reference_bands.json: mean, sd, min, max over seed 0 and the extra seeds
+bands:
+	$(PY) -m tools.bands

@@ -13,7 +13,6 @@ The draws reproduce the examples on the homework page: the first training pairs 
 391+968, 12+597, 73+439, and the first offset sequence starts 11 15 11 11 11 14 10 14.
 """
 
-import argparse
 import csv
 import gzip
 import io
@@ -25,11 +24,8 @@ from pathlib import Path
 
 import numpy as np
 
-if __package__ in (None, ""):
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from provided.common import DATA_DIR, atomic_write_text  # noqa: E402
-from provided.smiles import tokenize  # noqa: E402
+from provided.common import DATA_DIR, ArgumentParser, atomic_write_text
+from provided.smiles import tokenize
 
 SEED = 641
 ADDITION_SPLITS = {"train": 10_000, "val": 2_000, "test": 2_000}
@@ -197,8 +193,7 @@ OUTPUTS = {
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(__doc__)
     parser.add_argument("--data_dir", type=Path, default=DATA_DIR)
     parser.add_argument("--only", nargs="+", choices=list(OUTPUTS), default=list(OUTPUTS))
     parser.add_argument("--force", action="store_true", help="regenerate files that exist")

@@ -18,27 +18,24 @@ import copy
 import sys
 import time
 from collections import OrderedDict
-from pathlib import Path
 
 import torch
+from tqdm import tqdm
 
-if __package__ in (None, ""):  # run as `python evaluate.py` from inside problem1/
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from problem1.dataset import BOS, DIGIT_ORDERS, AdditionDataset  # noqa: E402
-from problem1.model import AdditionTransformer  # noqa: E402
-from problem1.train import TRAIN_SIZES, run_name, score_predictions  # noqa: E402
-from provided.common import (  # noqa: E402
+from problem1.config import ANALYSED_TRAIN_SIZE, PRESCRIBED, load_model
+from problem1.dataset import BOS, DIGIT_ORDERS, AdditionDataset
+from problem1.model import score_predictions
+from provided.common import (
+    ArgumentParser,
+    BadFileError,
     add_common_args,
     fail,
-    load_weights,
     read_json,
+    script,
     setup,
     write_json,
 )
 
-RUNS = [run_name(order, size) for order in DIGIT_ORDERS for size in TRAIN_SIZES]
-ANALYSED_RUNS = [run_name(order, 4000) for order in DIGIT_ORDERS]
 # The 24 heads, in the order of the report: encoder self-attention of layers 0 and 1, then
 # per decoder layer its causal self-attention and its cross-attention.
 ATTENTIONS = ["enc0.self", "enc1.self", "dec0.self", "dec0.cross", "dec1.self", "dec1.cross"]
@@ -73,7 +70,7 @@ class HeadRemovalScorer:
     and the decoder starts from it.
     """
 
-    def __init__(self, model, dataset, device):
+    def __init__(self, model, dataset, device, desc: str = "heads"):
         self.model = copy.deepcopy(model).eval()
         self.W_o = {a: attention_module(model, a).W_o.weight.detach().clone() for a in ATTENTIONS}
         self.src = dataset.src.to(device)
@@ -81,9 +78,13 @@ class HeadRemovalScorer:
         self.memories = OrderedDict()  # removed encoder heads -> encoder output
         self.capacity = 1 + sum(name.startswith("enc") for name in HEAD_NAMES)
         self.calls = 0
+        heads = len(HEAD_NAMES)  # ablation, then pruning's 1 + 24 + 23 + ... + 1 decodes
+        self.progress = tqdm(total=heads + 1 + heads * (heads + 1) // 2, desc=desc,
+                             unit="decode", mininterval=2, leave=False)
 
     def __call__(self, removed) -> float:
         self.calls += 1
+        self.progress.update()
         with torch.no_grad():
             for attention, weight in self.W_o.items():
                 attention_module(self.model, attention).W_o.weight.copy_(weight)
@@ -178,38 +179,46 @@ def breakdown(predicted, dataset) -> dict:
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(__doc__)
+    parser.add_argument("--heads", choices=("analyse", "skip"), default="analyse",
+                        help="'skip' records only the test metrics, without the head analysis "
+                             "of the n4000 runs (the extra seeds use it)")
     add_common_args(parser, "problem1")
     return parser.parse_args(argv)
 
 
-def load_run(run: str, args, device):
-    """The trained model of run, or None (with one line saying what to run) if it is missing."""
-    path = args.results_dir / f"model_{run}.pth"
+def load_run(config, args, device):
+    """The trained model of a prescribed run, or None (with one line saying what to run)
+    if its weights are missing. Corrupt weights stop the script with one line."""
+    path = args.results_dir / f"model_{config.run}.pth"
     if not path.exists():
-        order, size = run.split("_n")
-        print(f"skipping {run}: {path} not found; train it with "
-              f"`python -m problem1.train --digit_order {order} --train_size {size}`",
-              file=sys.stderr)
+        print(f"skipping {config.run}: {path} not found; train it with `python -m "
+              f"problem1.train --digit_order {config.digit_order} --train_size "
+              f"{config.train_size}`", file=sys.stderr)
         return None
-    model = AdditionTransformer().to(device)
-    model.load_state_dict(load_weights(path, device))
-    return model.eval()
+    try:
+        model, saved = load_model(path, device)
+    except BadFileError as err:
+        fail(str(err))
+    return model, saved
 
 
-def logged_steps_to_95(run: str, results_dir: Path):
+def logged_steps_to_95(run: str, results_dir):
     path = results_dir / f"training_log_{run}.json"
     if not path.exists():
         print(f"{run}: {path} not found, steps_to_95 recorded as null", file=sys.stderr)
         return None
-    return read_json(path)["steps_to_95"]
+    try:
+        return read_json(path)["steps_to_95"]
+    except (BadFileError, KeyError, TypeError):
+        fail(f"{path} is not a finished training log: delete it and re-run the run")
 
 
 def rounded(tensor) -> list:
     return torch.round(tensor, decimals=5).tolist()
 
 
+@script
 def main(argv=None) -> int:
     args = parse_args(argv)
     device = setup(args)
@@ -217,13 +226,14 @@ def main(argv=None) -> int:
     start = time.perf_counter()
     try:
         tests = {order: AdditionDataset(args.data_dir, "test", order) for order in DIGIT_ORDERS}
-    except FileNotFoundError as err:
+    except (FileNotFoundError, ValueError) as err:
         fail(str(err))
-    for run in RUNS:
-        model = load_run(run, args, device)
-        if model is None:
+    for config in PRESCRIBED:
+        loaded = load_run(config, args, device)
+        if loaded is None:
             continue
-        test = tests[run.split("_n")[0]]
+        model, saved = loaded
+        run, test = saved.run, tests[saved.digit_order]
         with torch.inference_mode():
             predicted = model.generate(test.src.to(device)).cpu()
         exact, token = score_predictions(predicted, test.tgt_out)
@@ -232,8 +242,8 @@ def main(argv=None) -> int:
                         "steps_to_95": logged_steps_to_95(run, args.results_dir)}
         print(f"{run}: test exact match {exact:.4f}, token accuracy {token:.4f}, "
               f"steps_to_95 {metrics[run]['steps_to_95']}")
-        if run in ANALYSED_RUNS:
-            score = HeadRemovalScorer(model, test, device)
+        if saved.train_size == ANALYSED_TRAIN_SIZE and args.heads == "analyse":
+            score = HeadRemovalScorer(model, test, device, desc=run)
             ablation[run] = single_head_ablation(score)
             pruning[run] = greedy_pruning(score)
             maps[run] = {name: rounded(m) for name, m in
@@ -249,10 +259,13 @@ def main(argv=None) -> int:
     metrics["ablation"] = ablation
     metrics["pruning"] = pruning
     write_json(args.results_dir / "metrics.json", metrics)
-    write_json(args.results_dir / "attention_maps.json", maps)
+    written = ["metrics.json", "breakdown.json"]
     write_json(args.results_dir / "breakdown.json", errors)
-    print(f"wrote {args.results_dir / 'metrics.json'}, attention_maps.json, breakdown.json "
-          f"in {time.perf_counter() - start:.0f} s")
+    if args.heads == "analyse":
+        write_json(args.results_dir / "attention_maps.json", maps)
+        written.append("attention_maps.json")
+    print(f"wrote {', '.join(written)} to {args.results_dir} in "
+          f"{time.perf_counter() - start:.0f} s")
     return 0
 
 

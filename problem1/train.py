@@ -7,36 +7,36 @@ The configuration is fixed by the homework: Adam, learning rate 1e-3, batch size
 2,400 steps, validation by greedy decoding (never teacher forcing) after steps 50, 100, ...
 Batches are consecutive slices of seeded random permutations of the max_pairs training
 pairs, one permutation per pass, so every batch holds 128 pairs. The run is named
-{digit_order}_n{train_size}; it writes results/training_log_{run}.json (after every
-validation, so a running job can be watched) and results/model_{run}.pth at the end.
---steps shortens a run, for the tests only; a shortened run also validates after its last step.
+{digit_order}_n{train_size}. While it runs, results/training_log_{run}.partial.json holds the
+log so far (to watch it); at the end the log takes its real name,
+results/training_log_{run}.json, and results/model_{run}.pth holds the weights with their
+Config. --steps and --seed change the run, so they need their own --results_dir; a
+shortened run also validates after its last step.
 """
 
 import argparse
-import sys
 import time
-from pathlib import Path
+from dataclasses import asdict
 
 import torch
 import torch.nn.functional as F
+from tqdm import tqdm
 
-if __package__ in (None, ""):  # run as `python train.py` from inside problem1/
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from problem1.dataset import DIGIT_ORDERS, AdditionDataset  # noqa: E402
-from problem1.model import AdditionTransformer  # noqa: E402
-from provided.common import add_common_args, atomic_torch_save, fail, setup, write_json  # noqa: E402
-
-LR = 1e-3
-BATCH_SIZE = 128
-STEPS = 2400
-EVAL_EVERY = 50
-THRESHOLD = 0.95
-TRAIN_SIZES = (1000, 2000, 4000)
-
-
-def run_name(digit_order: str, train_size: int) -> str:
-    return f"{digit_order}_n{train_size}"
+from problem1.config import PRESCRIBED, THRESHOLD, TRAIN_SIZES, Config
+from problem1.dataset import DIGIT_ORDERS, AdditionDataset
+from problem1.model import score_predictions
+from provided.common import (
+    ArgumentParser,
+    add_common_args,
+    explicit_results_dir,
+    fail,
+    positive_int,
+    save_checkpoint,
+    script,
+    setup,
+    unfinished,
+    write_json,
+)
 
 
 def batch_indices(num_items: int, batch_size: int, generator: torch.Generator):
@@ -81,14 +81,6 @@ def validate(model, dataset, device=None) -> tuple[float, float]:
     # END SOLUTION
 
 
-def score_predictions(predicted, target) -> tuple[float, float]:
-    """predicted, target [N, 4] -> (exact match, token accuracy), as Python floats."""
-    # BEGIN SOLUTION
-    correct = predicted == target  # [N, 4]
-    return correct.all(dim=1).sum().item() / len(correct), correct.sum().item() / correct.numel()
-    # END SOLUTION
-
-
 def steps_to_95(log: list[dict], threshold: float = THRESHOLD):
     """The first logged step whose val_exact_match reaches threshold, or None."""
     # BEGIN SOLUTION
@@ -100,65 +92,71 @@ def steps_to_95(log: list[dict], threshold: float = THRESHOLD):
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--digit_order", required=True,
-                        help=f"order of the sum's digits: one of {', '.join(DIGIT_ORDERS)}")
-    parser.add_argument("--train_size", type=int, required=True,
+    parser = ArgumentParser(__doc__)
+    parser.add_argument("--digit_order", required=True, choices=DIGIT_ORDERS,
+                        help="order of the sum's digits")
+    parser.add_argument("--train_size", type=positive_int, required=True,
                         help="number of training pairs (the homework uses "
                              f"{', '.join(map(str, TRAIN_SIZES))})")
-    parser.add_argument("--steps", type=int, default=STEPS,
-                        help="training steps (default: %(default)s; change it only in tests)")
+    parser.add_argument("--steps", type=positive_int, default=Config.steps,
+                        help="training steps (default: %(default)s; fewer only for tests, "
+                             "with their own --results_dir)")
     add_common_args(parser, "problem1")
     return parser.parse_args(argv)
 
 
-def main(argv=None) -> int:
-    args = parse_args(argv)
-    if args.digit_order not in DIGIT_ORDERS:
-        fail(f"--digit_order must be forward or reversed, not {args.digit_order!r}; e.g. "
-             "`python -m problem1.train --digit_order reversed --train_size 4000`")
-    if args.steps < 1:
-        fail(f"--steps must be positive, not {args.steps}")
-    device = setup(args)
+def load_data(args) -> tuple[AdditionDataset, AdditionDataset]:
+    """The training pairs and the validation split, or one line saying what is wrong."""
     try:
         train = AdditionDataset(args.data_dir, "train", args.digit_order, args.train_size)
         val = AdditionDataset(args.data_dir, "val", args.digit_order)
     except FileNotFoundError as err:
         fail(str(err))
     except ValueError as err:
-        fail(f"--train_size {args.train_size} is out of range ({err}); the homework's runs use "
-             f"--train_size {', '.join(map(str, TRAIN_SIZES))}")
+        fail(f"--train_size {args.train_size} or the data is wrong: {err}")
+    return train, val
 
-    run = run_name(args.digit_order, args.train_size)
-    config = {"digit_order": args.digit_order, "train_size": args.train_size, "lr": LR,
-              "batch_size": BATCH_SIZE, "steps": args.steps, "eval_every": EVAL_EVERY,
-              "seed": args.seed, "d_model": 128, "num_heads": 4, "d_ff": 256,
-              "num_layers": 2, "dropout": 0.1}
-    model = AdditionTransformer().to(device)
-    optimizer = torch.optim.Adam(model.parameters(), lr=LR)
+
+@script
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    config = Config(args.digit_order, args.train_size, steps=args.steps, seed=args.seed)
+    if config not in PRESCRIBED:
+        explicit_results_dir(args, "problem1", f"--train_size {args.train_size} "
+                             f"--steps {args.steps} --seed {args.seed}")
+    device = setup(args)
+    train, val = load_data(args)
+
+    run = config.run
+    model = config.build_model().to(device)
+    optimizer = torch.optim.Adam(model.parameters(), lr=config.lr)
     src, tgt_in, tgt_out = (t.to(device) for t in (train.src, train.tgt_in, train.tgt_out))
-    batches = batch_indices(len(train), BATCH_SIZE,
-                            torch.Generator().manual_seed(args.seed))
+    batches = batch_indices(len(train), config.batch_size,
+                            torch.Generator().manual_seed(config.seed))
     log_path = args.results_dir / f"training_log_{run}.json"
     log, losses, start = [], [], time.perf_counter()
-    for step in range(1, args.steps + 1):
+    progress = tqdm(range(1, config.steps + 1), desc=run, unit="step", mininterval=2)
+    for step in progress:
         index = next(batches).to(device)
         losses.append(train_step(model, optimizer, src[index], tgt_in[index], tgt_out[index]))
-        if step % EVAL_EVERY == 0 or step == args.steps:
+        if step % config.eval_every == 0 or step == config.steps:
             exact, token = validate(model, val, device)
             log.append({"step": step, "train_loss": sum(losses) / len(losses),
                         "val_exact_match": exact, "val_token_accuracy": token})
             losses = []
-            write_json(log_path, {"run": run, "config": config, "log": log,
-                                  "steps_to_95": steps_to_95(log)})
-            print(f"{run} step {step:5d}  loss {log[-1]['train_loss']:.4f}  "
-                  f"val exact {exact:.4f}  token {token:.4f}  "
-                  f"({time.perf_counter() - start:.0f} s)", flush=True)
-    atomic_torch_save(model.state_dict(), args.results_dir / f"model_{run}.pth")
+            write_json(unfinished(log_path), training_log(config, log))  # to watch a run
+            progress.set_postfix(loss=f"{log[-1]['train_loss']:.3f}", val_exact=f"{exact:.3f}")
+    write_json(log_path, training_log(config, log))
+    save_checkpoint(args.results_dir / f"model_{run}.pth", config, model)
+    unfinished(log_path).unlink(missing_ok=True)
     print(f"{run}: steps_to_95 = {steps_to_95(log)}; wrote {log_path} and "
           f"model_{run}.pth in {time.perf_counter() - start:.0f} s")
     return 0
+
+
+def training_log(config: Config, log: list[dict]) -> dict:
+    return {"run": config.run, "config": asdict(config), "log": log,
+            "steps_to_95": steps_to_95(log)}
 
 
 if __name__ == "__main__":

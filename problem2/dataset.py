@@ -11,9 +11,8 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
-from provided.common import missing_data_message
+from provided.common import IGNORE_INDEX, missing_data_message
 
-IGNORE_INDEX = -100
 VOCAB_SIZE = 16
 SPLITS = ("train", "test")
 

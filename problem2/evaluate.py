@@ -32,34 +32,32 @@ sinusoidal and rotary models, in the windows 0-31 and 96-127, for the figures.
 import argparse
 import math
 import sys
-from pathlib import Path
 
 import torch
 
-if __package__ in (None, ""):  # run as `python evaluate.py` from inside problem2/
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from problem2.dataset import IGNORE_INDEX, OffsetDataset  # noqa: E402
-from problem2.model import POSITIONS  # noqa: E402
-from problem2.positional import (  # noqa: E402
+from problem2.config import Config, build_model, load_model
+from problem2.dataset import IGNORE_INDEX, OffsetDataset
+from problem2.model import POSITIONS
+from problem2.positional import (
     apply_rotary,
     score_shift_invariance,
     shift_rotation,
     sinusoidal_table,
 )
-from problem2.train import CONFIG, build_model  # noqa: E402
-from provided.common import (  # noqa: E402
+from provided.common import (
+    EVAL_BATCH_SIZE,
+    ArgumentParser,
+    BadFileError,
     add_common_args,
     fail,
-    load_weights,
-    read_json,
+    script,
     setup,
     write_json,
 )
 
 TRAIN_LENGTH = 64
+K = Config.k
 BUCKET = 16
-EVAL_BATCH_SIZE = 250
 ATTENTION_SEQUENCE = 0  # index of the test sequence whose attention maps are saved
 WINDOWS = ((0, 32), (96, 128))  # [start, end) of the query and key positions shown
 CHECK_SEED = 641
@@ -296,52 +294,67 @@ def attention_windows(model, tokens: torch.Tensor, k: int) -> tuple[dict, dict]:
     return maps, on_target
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+def parse_args(argv=None) -> argparse.Namespace:
+    parser = ArgumentParser(__doc__)
     add_common_args(parser, "problem2")
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
+
+
+def load_runs(results_dir, device) -> dict:
+    """{position: (model, config)} for every run whose weights are present; corrupt weights
+    stop the script with one line."""
+    runs = {}
+    for position in POSITIONS:
+        path = results_dir / f"model_{position}.pth"
+        if not path.exists():
+            print(f"skipping {position}: {path} not found; train it with "
+                  f"`python -m problem2.train --position {position}`", file=sys.stderr)
+            continue
+        try:
+            runs[position] = load_model(path, device)
+        except BadFileError as err:
+            fail(str(err))
+    if not runs:
+        fail(f"no model_*.pth in {results_dir}: run train.py first (see the README)")
+    return runs
+
+
+@script
+def main(argv=None) -> int:
+    args = parse_args(argv)
     device = setup(args)
     try:
-        test_set = OffsetDataset(args.data_dir, "test", k=CONFIG["k"])
-    except FileNotFoundError as err:
+        test_set = OffsetDataset(args.data_dir, "test", k=K)
+    except (FileNotFoundError, ValueError) as err:
         fail(str(err))
-    present = [p for p in POSITIONS if (args.results_dir / f"model_{p}.pth").exists()]
-    if not present:
-        fail(f"no model_*.pth in {args.results_dir}: run train.py first (see the README)")
+    runs = load_runs(args.results_dir, device)
 
     tokens, targets = test_set.tokens.to(device), test_set.targets.to(device)
-    metrics, maps = {}, {"sequence_index": ATTENTION_SEQUENCE, "k": CONFIG["k"],
+    metrics, maps = {}, {"sequence_index": ATTENTION_SEQUENCE, "k": K,
                          "tokens": test_set.tokens[ATTENTION_SEQUENCE].tolist(), "on_target": {}}
-    for position in present:
-        log_path = args.results_dir / f"training_log_{position}.json"
-        seed = read_json(log_path)["config"]["seed"] if log_path.exists() else args.seed
-        model = build_model(position, seed)
-        initial = model.pos_emb.weight.detach().clone() if position == "learned" else None
-        model.load_state_dict(load_weights(args.results_dir / f"model_{position}.pth", device))
-        model.to(device)
-        metrics[position] = position_metrics(per_position_counts(model, tokens, targets,
-                                                                 CONFIG["k"]))
+    for position, (model, config) in runs.items():
+        metrics[position] = position_metrics(per_position_counts(model, tokens, targets, K))
         if position == "learned":
+            initial = build_model(config).pos_emb.weight.detach()
             metrics[position]["table_drift"] = learned_table_drift(model.pos_emb.weight, initial)
         if position in ("learned", "sinusoidal"):
-            margins = position_score_margins(model, tokens.shape[1], CONFIG["k"])
+            margins = position_score_margins(model, tokens.shape[1], K)
             metrics[position]["position_score_margin"] = margin_summary(
                 margins, metrics[position]["per_position"])
         if position in ("sinusoidal", "rotary"):
             maps[position], maps["on_target"][position] = attention_windows(
-                model, tokens[ATTENTION_SEQUENCE], CONFIG["k"])
+                model, tokens[ATTENTION_SEQUENCE], K)
         m = metrics[position]
         print(f"{position:>10}: in_range {m['in_range']:.4f}  beyond {m['beyond']:.4f}  "
               f"buckets beyond {[round(b, 4) for b in m['beyond_buckets']]}")
 
-    ceiling = bag_of_tokens_ceiling(test_set.tokens, CONFIG["k"])
+    ceiling = bag_of_tokens_ceiling(test_set.tokens, K)
     metrics["bag_of_tokens_ceiling"] = {
         "in_range": ceiling[:TRAIN_LENGTH].nanmean().item(),
         "beyond": ceiling[TRAIN_LENGTH:].nanmean().item(),
         "buckets": [ceiling[s:s + BUCKET].nanmean().item()
                     for s in range(0, ceiling.shape[0], BUCKET)]}
-    metrics["checks"] = checks(CONFIG["d_model"])
+    metrics["checks"] = checks(Config.d_model)
     print("checks:", {name: f"{value:.3g}" for name, value in metrics["checks"].items()})
     write_json(args.results_dir / "metrics.json", metrics)
     write_json(args.results_dir / "attention_maps.json", maps)

@@ -2,8 +2,8 @@
 
     python train.py --position none | learned | sinusoidal | rotary
 
-The configuration is fixed (CONFIG): Adam at learning rate 1e-3, batch size 64, 5 epochs
-over the 20,000 training sequences of length 64, d_model = 64, one head. Each epoch is a
+The configuration is fixed (Config, in config.py): Adam at learning rate 1e-3, batch size 64,
+5 epochs over the 20,000 training sequences of length 64, d_model = 64, one head. Each epoch is a
 seeded shuffle of the training split, taken 64 sequences at a time (the last batch of an
 epoch holds the remaining 32). --steps caps the number of optimizer steps, for tests only.
 
@@ -15,45 +15,28 @@ the epoch. Writes results/training_log_{position}.json and results/model_{positi
 """
 
 import argparse
-import sys
 import time
-from pathlib import Path
+from dataclasses import asdict
 
 import torch
 import torch.nn.functional as F
+from tqdm import tqdm
 
-if __package__ in (None, ""):  # run as `python train.py` from inside problem2/
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from problem2.dataset import IGNORE_INDEX, OffsetDataset  # noqa: E402
-from problem2.model import POSITIONS, OffsetRetrievalModel  # noqa: E402
-from provided.common import (  # noqa: E402
+from problem2.config import Config, build_model
+from problem2.dataset import IGNORE_INDEX, OffsetDataset
+from problem2.model import POSITIONS
+from provided.common import (
+    EVAL_BATCH_SIZE,
+    ArgumentParser,
     add_common_args,
-    atomic_torch_save,
+    explicit_results_dir,
     fail,
+    positive_int,
+    save_checkpoint,
+    script,
     setup,
     write_json,
 )
-
-CONFIG = {
-    "optimizer": "Adam",
-    "lr": 1e-3,
-    "batch_size": 64,
-    "epochs": 5,
-    "d_model": 64,
-    "num_heads": 1,
-    "k": 7,
-    "max_len": 128,
-    "test_positions": 64,
-}
-EVAL_BATCH_SIZE = 500
-
-
-def build_model(position: str, seed: int) -> OffsetRetrievalModel:
-    """The untrained model of a run: torch's generator is reseeded right before construction,
-    so evaluate.py rebuilds exactly the initial weights (e.g. the learned table) from the seed."""
-    torch.manual_seed(seed)
-    return OffsetRetrievalModel(position, d_model=CONFIG["d_model"], max_len=CONFIG["max_len"])
 
 
 def loss_and_correct(logits: torch.Tensor, targets: torch.Tensor):
@@ -118,66 +101,71 @@ def train_epoch(model, optimizer, tokens: torch.Tensor, targets: torch.Tensor,
     # END SOLUTION
 
 
-def train(position: str, train_set: OffsetDataset, test_set: OffsetDataset,
-          device: torch.device, seed: int, max_steps: int | None = None) -> tuple[dict, dict]:
-    """Train one run; returns (log, state_dict)."""
-    model = build_model(position, seed).to(device)
-    optimizer = torch.optim.Adam(model.parameters(), lr=CONFIG["lr"])
-    generator = torch.Generator().manual_seed(seed)
+def train(config: Config, train_set: OffsetDataset, test_set: OffsetDataset,
+          device: torch.device) -> tuple[dict, torch.nn.Module]:
+    """Train one run; returns (log, trained model)."""
+    model = build_model(config).to(device)
+    optimizer = torch.optim.Adam(model.parameters(), lr=config.lr)
+    generator = torch.Generator().manual_seed(config.seed)
     tokens, targets = train_set.tokens.to(device), train_set.targets.to(device)
-    n = CONFIG["test_positions"]
+    n = config.test_positions
     test_tokens = test_set.tokens[:, :n].to(device)
     test_targets = test_set.targets[:, :n].to(device)
 
-    steps_left = float("inf") if max_steps is None else max_steps
+    steps_left = float("inf") if config.max_steps is None else config.max_steps
     step, records = 0, []
-    for epoch in range(1, CONFIG["epochs"] + 1):
+    for epoch in tqdm(range(1, config.epochs + 1), desc=config.run, unit="epoch"):
         if steps_left <= 0:
             break
-        start = time.perf_counter()
         stats = train_epoch(model, optimizer, tokens, targets, generator,
-                            CONFIG["batch_size"], steps_left)
+                            config.batch_size, steps_left)
         step, steps_left = step + stats["steps"], steps_left - stats["steps"]
         test = evaluate_split(model, test_tokens, test_targets)
         records.append({"epoch": epoch, "step": step,
                         "train_loss": stats["loss"], "train_accuracy": stats["accuracy"],
                         "test_loss": test["loss"], "test_accuracy": test["accuracy"]})
-        print(f"[{position}] epoch {epoch} step {step}: train loss {stats['loss']:.4f} "
-              f"acc {stats['accuracy']:.4f} | test[0:{n}] loss {test['loss']:.4f} "
-              f"acc {test['accuracy']:.4f} ({time.perf_counter() - start:.1f} s)", flush=True)
-
-    log = {"run": position,
-           "config": {**CONFIG, "position": position, "seed": seed, "max_steps": max_steps,
-                      "train_sequences": len(train_set), "train_length": train_set.tokens.shape[1]},
-           "log": records}
-    return log, model.state_dict()
+        tqdm.write(f"[{config.run}] epoch {epoch} step {step}: train loss {stats['loss']:.4f} "
+                   f"acc {stats['accuracy']:.4f} | test[0:{n}] loss {test['loss']:.4f} "
+                   f"acc {test['accuracy']:.4f}")
+    return {"run": config.run, "config": asdict(config), "log": records}, model
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+def parse_args(argv=None) -> argparse.Namespace:
+    parser = ArgumentParser(__doc__)
     parser.add_argument("--position", required=True, choices=POSITIONS,
                         help="position scheme; also names the run")
-    parser.add_argument("--steps", type=int, default=None,
-                        help="stop after this many optimizer steps (tests only; default: "
-                             "the full 5 epochs)")
+    parser.add_argument("--steps", type=positive_int, default=None,
+                        help="stop after this many optimizer steps (tests only, with their "
+                             "own --results_dir; default: the full 5 epochs)")
     add_common_args(parser, "problem2")
-    args = parser.parse_args(argv)
-    if args.steps is not None and args.steps < 1:
-        fail("--steps must be at least 1")
-    device = setup(args)
+    return parser.parse_args(argv)
+
+
+def load_data(args) -> tuple[OffsetDataset, OffsetDataset]:
+    """The training and test splits, or one line saying what is wrong."""
     try:
-        train_set = OffsetDataset(args.data_dir, "train", k=CONFIG["k"])
-        test_set = OffsetDataset(args.data_dir, "test", k=CONFIG["k"])
-    except FileNotFoundError as err:
+        return (OffsetDataset(args.data_dir, "train", k=Config.k),
+                OffsetDataset(args.data_dir, "test", k=Config.k))
+    except (FileNotFoundError, ValueError) as err:
         fail(str(err))
 
+
+@script
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    if args.steps is not None or args.seed != 0:
+        explicit_results_dir(args, "problem2", f"--steps {args.steps} --seed {args.seed}")
+    device = setup(args)
+    train_set, test_set = load_data(args)
+    config = Config(position=args.position, seed=args.seed, max_steps=args.steps,
+                    train_sequences=len(train_set), train_length=train_set.tokens.shape[1])
+
     start = time.perf_counter()
-    log, state = train(args.position, train_set, test_set, device, args.seed, args.steps)
-    write_json(args.results_dir / f"training_log_{args.position}.json", log)
-    atomic_torch_save(state, args.results_dir / f"model_{args.position}.pth")
-    print(f"[{args.position}] done in {time.perf_counter() - start:.1f} s; wrote "
-          f"{args.results_dir / f'training_log_{args.position}.json'}")
+    log, model = train(config, train_set, test_set, device)
+    log_path = args.results_dir / f"training_log_{config.run}.json"
+    write_json(log_path, log)
+    save_checkpoint(args.results_dir / f"model_{config.run}.pth", config, model)
+    print(f"[{config.run}] done in {time.perf_counter() - start:.1f} s; wrote {log_path}")
     return 0
 
 

@@ -10,10 +10,8 @@ from pathlib import Path
 import torch
 from torch.utils.data import Dataset
 
-from provided.common import missing_data_message
+from provided.common import IGNORE_INDEX, missing_data_message
 from provided.smiles import BOS, EOS, PAD, SmilesVocab, tokenize
-
-IGNORE_INDEX = -100
 
 
 def read_smiles(path: Path) -> list[str]:

@@ -23,37 +23,33 @@ import argparse
 import functools
 import hashlib
 import re
-import sys
 from collections import Counter
 from pathlib import Path
 
 import numpy as np
 import torch
+from rdkit import Chem, RDLogger
+from rdkit.Chem import QED, Descriptors
 
-if __package__ in (None, ""):  # run as `python evaluate.py` from inside problem3/
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from problem3.config import TRAIN_THRESHOLD, load_model
+from problem3.dataset import IGNORE_INDEX, SmilesDataset, build_vocab, read_smiles
 
-from rdkit import Chem, RDLogger  # noqa: E402
-from rdkit.Chem import QED, Descriptors  # noqa: E402
-
-from problem3.dataset import (  # noqa: E402
-    IGNORE_INDEX,
-    SmilesDataset,
-    build_vocab,
-    read_smiles,
-)
-from problem3.sample import load_model, sample_run  # noqa: E402
-from problem3.train import TRAIN_THRESHOLD  # noqa: E402
-from provided.common import (  # noqa: E402
+# generate() is the homework's Part D and lives in sample.py, so sampling comes from there.
+from problem3.sample import sample_run
+from provided.common import (
+    ArgumentParser,
+    BadFileError,
     add_common_args,
     atomic_write_text,
     fail,
     missing_data_message,
+    positive_int,
     read_json,
+    script,
     setup,
     write_json,
 )
-from provided.smiles import tokenize  # noqa: E402
+from provided.smiles import tokenize
 
 RDLogger.DisableLog("rdApp.*")
 
@@ -242,33 +238,43 @@ def unigram_entropy(data_dir: Path) -> float:
 
 
 def sweep(results_dir: Path, steps: int = SWEEP_STEPS) -> list[dict]:
-    logs = sorted(results_dir.glob(f"training_log_*_s{steps}.json"))
-    return [sweep_entry(read_json(path)) for path in logs]
+    """One sweep_entry per training log of a steps-step run in results_dir."""
+    entries = []
+    for path in sorted(results_dir.glob(f"training_log_*_s{steps}.json")):
+        try:
+            entries.append(sweep_entry(read_json(path)))
+        except (BadFileError, KeyError, TypeError, IndexError):
+            fail(f"{path} is not a finished training log: delete it and re-run that run")
+    return entries
 
 
 # ------------------------------------------------------------------------------ main run
-def checkpoints(results_dir: Path, run: str) -> list[tuple[int, str]]:
-    """(step, weights name) of each step checkpoint of run, then of its final model."""
+def checkpoints(results_dir: Path, run: str, device) -> list[tuple]:
+    """(step, model, vocab) of each step checkpoint of run and of its final model, by step;
+    an empty list if the final model is missing."""
+    final = results_dir / f"model_{run}.pth"
+    if not final.exists():
+        return []
     found = []
-    for path in results_dir.glob(f"model_{run}_step*.pth"):
-        found.append((int(path.stem.rsplit("_step", 1)[1]), path.stem[len("model_"):]))
-    final_steps = int(run.rsplit("_s", 1)[1])
-    if (results_dir / f"model_{run}.pth").exists():
-        found.append((final_steps, run))
-    return sorted(found)
+    for path in [*results_dir.glob(f"model_{run}_step*.pth"), final]:
+        try:
+            model, vocab, _, step = load_model(path, device)
+        except BadFileError as err:
+            fail(str(err))
+        found.append((step, model, vocab))
+    return sorted(found, key=lambda item: item[0])
 
 
 def evaluate_main(results_dir: Path, run: str, train_path: Path, num_samples: int,
                   seed: int, device) -> dict | None:
-    models = checkpoints(results_dir, run)
-    if not models or models[-1][1] != run:
+    models = checkpoints(results_dir, run, device)
+    if not models:
         print(f"skipping 'main': {results_dir / f'model_{run}.pth'} not found "
               f"(train it: see the README)")
         return None
     train_canon = train_canonical_set(train_path, results_dir / "cache")
     by_step = []
-    for step, weights in models:
-        model, vocab = load_model(results_dir, run, device, weights)
+    for step, model, vocab in models:
         samples = sample_run(model, vocab, num_samples, 1.0, seed, device)
         by_step.append({"step": step, **sample_metrics(samples, train_canon)})
         print(f"step {step}: {by_step[-1]}", flush=True)
@@ -309,29 +315,38 @@ def previous_main(path: Path, run: str) -> dict | None:
     """
     if not path.exists():
         return None
-    previous = read_json(path).get("main")
+    try:
+        previous = read_json(path).get("main")
+    except (BadFileError, AttributeError):
+        fail(f"{path} is not a metrics file of this script: delete it and run again")
     if previous is None or previous.get("run") != run:
         return None
     print(f"kept 'main' for {run} from the existing {path.name}")
     return previous
 
 
-def main(argv=None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+def parse_args(argv=None) -> argparse.Namespace:
+    parser = ArgumentParser(__doc__)
     parser.add_argument("--run", default=MAIN_RUN, help="the long run (default %(default)s)")
-    parser.add_argument("--num_samples", type=int, default=NUM_SAMPLES)
-    parser.add_argument("--sweep_steps", type=int, default=SWEEP_STEPS,
+    parser.add_argument("--num_samples", type=positive_int, default=NUM_SAMPLES)
+    parser.add_argument("--sweep_steps", type=positive_int, default=SWEEP_STEPS,
                         help="the sweep's runs are the logs named *_s{sweep_steps}")
     add_common_args(parser, "problem3")
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
+
+
+@script
+def main(argv=None) -> int:
+    args = parse_args(argv)
     device = setup(args)
     train_path = args.data_dir / "smiles" / "train.txt"
     if not train_path.exists():
         fail(missing_data_message(train_path))
-
-    metrics = {"sweep": sweep(args.results_dir, args.sweep_steps),
-               "unigram_entropy": unigram_entropy(args.data_dir)}
+    try:
+        metrics = {"sweep": sweep(args.results_dir, args.sweep_steps),
+                   "unigram_entropy": unigram_entropy(args.data_dir)}
+    except (FileNotFoundError, ValueError) as err:
+        fail(str(err))
     print(f"sweep: {len(metrics['sweep'])} of 12 runs present")
     main_metrics = evaluate_main(args.results_dir, args.run, train_path, args.num_samples,
                                  args.seed, device)
@@ -341,8 +356,8 @@ def main(argv=None) -> dict:
         metrics["main"] = main_metrics
     write_json(args.results_dir / "metrics.json", metrics)
     print(f"wrote {args.results_dir / 'metrics.json'}")
-    return metrics
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -8,24 +8,23 @@ and a key/value cache means each new token costs one position's work.
 """
 
 import argparse
-import sys
 from pathlib import Path
 
 import torch
 
-if __package__ in (None, ""):  # run as `python sample.py` from inside problem3/
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from problem3.model import NORMS, DecoderLM  # noqa: E402
-from problem3.train import MODEL_CONFIG  # noqa: E402
-from provided.common import (  # noqa: E402
+from problem3.config import load_model
+from problem3.model import DecoderLM
+from provided.common import (
+    ArgumentParser,
+    BadFileError,
     add_common_args,
     atomic_write_text,
     fail,
-    load_weights,
+    positive_int,
+    script,
     setup,
 )
-from provided.smiles import BOS, EOS, PAD, SmilesVocab  # noqa: E402
+from provided.smiles import BOS, EOS, PAD, SmilesVocab
 
 NUM_SAMPLES = 1000
 
@@ -69,50 +68,49 @@ def _generate_batch(model, vocab, size, temperature, max_len, device, generator)
     # END SOLUTION
 
 
-def load_model(results_dir: Path, run: str, device, weights: str | None = None):
-    """(model, vocab) of a run, from results/vocab.json and results/model_{weights}.pth."""
-    vocab_path = results_dir / "vocab.json"
-    if not vocab_path.exists():
-        fail(f"{vocab_path} not found: train a run first (python train.py ...)")
-    vocab = SmilesVocab.load(vocab_path)
-    norm = run.split("_", 1)[0]
-    if norm not in NORMS:
-        fail(f"run {run!r} does not name a norm: runs are named like pre_lr0.001_w500_s4000")
-    model = DecoderLM(len(vocab), norm=norm, **MODEL_CONFIG).to(device)
+def load_run(path: Path, device):
+    """(model, vocab, config, step) of a checkpoint, or one line saying what is wrong."""
     try:
-        model.load_state_dict(load_weights(results_dir / f"model_{weights or run}.pth", device))
-    except FileNotFoundError as err:
+        return load_model(path, device)
+    except (FileNotFoundError, BadFileError) as err:
         fail(str(err))
-    return model.eval(), vocab
 
 
 def sample_run(model, vocab, num_samples: int, temperature: float, seed: int,
                device) -> list[str]:
     """Seeded samples: the same (run, temperature, seed) always gives the same strings."""
     generator = torch.Generator(device=device).manual_seed(seed)
-    return generate(model, vocab, num_samples, temperature, max_len=MODEL_CONFIG["max_len"],
+    return generate(model, vocab, num_samples, temperature, max_len=model.max_len,
                     device=device, generator=generator)
 
 
-def main(argv=None) -> Path:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--run", required=True, help="e.g. pre_lr0.001_w500_s4000")
-    parser.add_argument("--num_samples", type=int, default=NUM_SAMPLES)
+def parse_args(argv=None) -> argparse.Namespace:
+    parser = ArgumentParser(__doc__)
+    parser.add_argument("--run", required=True,
+                        help="the run whose results/model_{run}.pth is sampled, e.g. "
+                             "pre_lr0.001_w500_s4000")
+    parser.add_argument("--num_samples", type=positive_int, default=NUM_SAMPLES)
     parser.add_argument("--temperature", type=float, default=1.0)
     add_common_args(parser, "problem3")
     args = parser.parse_args(argv)
-    if not args.temperature > 0:
-        parser.error("--temperature must be positive")
+    if not (args.temperature > 0 and args.temperature < float("inf")):
+        parser.error(f"argument --temperature: must be a positive number, not "
+                     f"{args.temperature}")
+    return args
+
+
+@script
+def main(argv=None) -> int:
+    args = parse_args(argv)
     device = setup(args)
-    model, vocab = load_model(args.results_dir, args.run, device)
+    model, vocab, _, _ = load_run(args.results_dir / f"model_{args.run}.pth", device)
     samples = sample_run(model, vocab, args.num_samples, args.temperature, args.seed, device)
     suffix = "" if args.temperature == 1.0 else f"_T{args.temperature}"
     path = args.results_dir / f"samples_{args.run}{suffix}.txt"
     atomic_write_text(path, "\n".join(samples) + "\n")
     print(f"wrote {len(samples)} samples to {path}")
-    return path
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

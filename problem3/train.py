@@ -17,35 +17,42 @@ going and logs null for the non-finite values.
 
 import argparse
 import math
-import sys
-import time
+from dataclasses import asdict
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
+from tqdm import tqdm
 
-if __package__ in (None, ""):  # run as `python train.py` from inside problem3/
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from problem3.dataset import IGNORE_INDEX, SmilesDataset, build_vocab  # noqa: E402
-from problem3.model import NORMS, DecoderLM  # noqa: E402
-from provided.common import (  # noqa: E402
+from problem3.config import (
+    BETAS,
+    CLIP_NORM,
+    LOG_EVERY,
+    VAL_EVERY,
+    Config,
+    checkpoint_extras,
+    differences,
+)
+from problem3.dataset import IGNORE_INDEX, SmilesDataset, build_vocab
+from problem3.model import NORMS
+from provided.common import (
+    EVAL_BATCH_SIZE,
+    ArgumentParser,
+    BadFileError,
     add_common_args,
-    atomic_torch_save,
+    explicit_results_dir,
     fail,
+    file_fingerprint,
+    load_checkpoint,
     missing_data_message,
+    non_negative_int,
+    positive_int,
+    save_checkpoint,
+    script,
     setup,
     write_json,
 )
-
-MODEL_CONFIG = dict(d_model=128, num_layers=4, num_heads=4, d_ff=512, max_len=52, dropout=0.1)
-BATCH_SIZE = 128
-BETAS = (0.9, 0.98)
-CLIP_NORM = 1.0
-LOG_EVERY = 50
-VAL_EVERY = 250
-EVAL_BATCH_SIZE = 1000
-TRAIN_THRESHOLD = 2.0  # a run "trains" if its final validation loss is below this
+from provided.smiles import SmilesVocab
 
 
 def lr_at_step(step: int, peak_lr: float, warmup: int) -> float:
@@ -55,11 +62,6 @@ def lr_at_step(step: int, peak_lr: float, warmup: int) -> float:
         return peak_lr
     return peak_lr * min(1.0, step / warmup)
     # END SOLUTION
-
-
-def run_name(norm: str, lr: float, warmup: int, steps: int) -> str:
-    """e.g. pre_lr0.001_w500_s1500 (the learning rate as Python's str of the float)."""
-    return f"{norm}_lr{float(lr)}_w{warmup}_s{steps}"
 
 
 def finite_or_none(x: float) -> float | None:
@@ -126,94 +128,152 @@ def set_rng_state(state: dict, device) -> None:
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(__doc__)
     parser.add_argument("--norm", choices=NORMS, required=True)
-    parser.add_argument("--lr", type=float, required=True, help="peak learning rate")
-    parser.add_argument("--warmup", type=int, default=0, help="warmup steps (default 0)")
-    parser.add_argument("--steps", type=int, default=1500, help="training steps (default 1500)")
-    parser.add_argument("--checkpoint_every", type=int, default=0,
+    parser.add_argument("--lr", type=float, required=True, help="peak learning rate, above 0")
+    parser.add_argument("--warmup", type=non_negative_int, default=Config.warmup,
+                        help="warmup steps (default %(default)s)")
+    parser.add_argument("--steps", type=positive_int, default=Config.steps,
+                        help="training steps (default %(default)s)")
+    parser.add_argument("--checkpoint_every", type=non_negative_int,
+                        default=Config.checkpoint_every,
                         help="also save results/model_{run}_step{N}.pth every N steps")
-    parser.add_argument("--batch_size", type=int, default=BATCH_SIZE,
-                        help="fixed at 128 by the homework; smaller only for tests")
+    parser.add_argument("--batch_size", type=positive_int, default=Config.batch_size,
+                        help="fixed at %(default)s by the homework; smaller only for tests, "
+                             "with their own --results_dir")
     add_common_args(parser, "problem3")
     args = parser.parse_args(argv)
-    if args.steps < 1 or args.warmup < 0 or args.checkpoint_every < 0 or args.batch_size < 1:
-        parser.error("--steps and --batch_size must be positive, --warmup and "
-                     "--checkpoint_every non-negative")
-    if not args.lr > 0:
-        parser.error("--lr must be positive")
+    if not (args.lr > 0 and math.isfinite(args.lr)):
+        parser.error(f"argument --lr: must be a positive number, not {args.lr}")
     return args
 
 
-def load_data(data_dir: Path):
+def load_data(data_dir: Path, batch_size: int):
+    """(vocab, training set, validation set, data fingerprints), or one line naming the file
+    that is missing, empty or unreadable. The training file is checked first."""
     paths = {split: data_dir / "smiles" / f"{split}.txt" for split in ("train", "val")}
     for path in paths.values():
         if not path.exists():
             fail(missing_data_message(path))
-    vocab = build_vocab(paths["train"])
     try:
-        return vocab, SmilesDataset(paths["train"], vocab), SmilesDataset(paths["val"], vocab)
+        vocab = build_vocab(paths["train"])
+        train_set = SmilesDataset(paths["train"], vocab)
+    except ValueError as err:
+        fail(f"{paths['train']}: {err}" if str(paths["train"]) not in str(err) else str(err))
+    if len(train_set) < batch_size:
+        fail(f"{paths['train']} has {len(train_set)} strings, fewer than one batch of "
+             f"{batch_size}: regenerate it with `python generate_datasets.py --only smiles "
+             "--force`")
+    try:
+        val_set = SmilesDataset(paths["val"], vocab)
     except ValueError as err:
         fail(str(err))
+    if len(val_set) == 0:
+        fail(f"{paths['val']} holds no strings: regenerate it with `python "
+             "generate_datasets.py --only smiles --force`")
+    fingerprints = [file_fingerprint(path) for path in paths.values()]
+    return vocab, train_set, val_set, fingerprints
 
 
-def main(argv=None) -> dict:
+def check_vocab(vocab: SmilesVocab, out: Path) -> None:
+    """Save the vocabulary to out/vocab.json, or stop if the runs already there were trained
+    over another vocabulary (their files and this run's must not mix)."""
+    path = out / "vocab.json"
+    if path.exists():
+        try:
+            saved = SmilesVocab.load(path)
+        except BadFileError as err:
+            fail(str(err))
+        if saved != vocab:
+            fail(f"{path} holds another vocabulary ({' '.join(saved.chemistry_tokens)}) than "
+                 f"this training file ({' '.join(vocab.chemistry_tokens)}): use another "
+                 "--results_dir, or delete the runs there")
+    vocab.save(path)
+
+
+def resume(path: Path, config: Config, data: list[dict], model, optimizer, device):
+    """(log, first step) of a run resumed from its resume file, or None if there is none.
+    Stops with one line if the file is damaged or belongs to another configuration."""
+    if not path.exists():
+        return None
+    try:
+        state = load_checkpoint(path, device, trusted=True)
+    except BadFileError as err:
+        fail(f"{err} (it only saves progress: deleting it starts the run over)")
+    changed = differences(state["config"], asdict(config))
+    if state.get("data") != data:
+        changed.append("the data files (their bytes differ)")
+    if changed:
+        fail(f"{path} was saved by another configuration ({'; '.join(changed)}): re-run "
+             "with the same flags and data to resume, or delete it to start over")
+    model.load_state_dict(state["model"])
+    optimizer.load_state_dict(state["optimizer"])
+    set_rng_state(state["rng"], device)
+    print(f"{config.run}: resuming after step {state['step']}")
+    return state["log"], state["step"] + 1
+
+
+@script(interrupted="interrupted: re-run the same command to resume from the last save "
+                    f"(every {VAL_EVERY} steps)")
+def main(argv=None) -> int:
     args = parse_args(argv)
+    if args.batch_size != Config.batch_size or args.seed != 0:
+        explicit_results_dir(args, "problem3", f"--batch_size {args.batch_size} "
+                             f"--seed {args.seed}")
     device = setup(args)
-    run = run_name(args.norm, args.lr, args.warmup, args.steps)
+    vocab, train_set, val_set, data = load_data(args.data_dir, args.batch_size)
     out = args.results_dir
-    vocab, train_set, val_set = load_data(args.data_dir)
-    if len(train_set) < args.batch_size:
-        fail(f"the training file has {len(train_set)} strings, fewer than one batch")
-    vocab.save(out / "vocab.json")
+    check_vocab(vocab, out)
+    config = Config(args.norm, args.lr, args.warmup, args.steps, args.checkpoint_every,
+                    args.batch_size, args.seed, torch.get_num_threads(),
+                    vocab_size=len(vocab))
+    run = config.run
 
-    model = DecoderLM(len(vocab), norm=args.norm, **MODEL_CONFIG).to(device)
-    optimizer = torch.optim.Adam(model.parameters(), lr=args.lr, betas=BETAS)
-    config = dict(vars(args), **MODEL_CONFIG, run=run, vocab_size=len(vocab))
-    config.update(data_dir=None, results_dir=None)  # no machine's paths in committed logs
-    log = {"run": run, "config": config, "log": [], "val": [], "final_val_loss": None}
+    model = config.build_model().to(device)
+    optimizer = torch.optim.Adam(model.parameters(), lr=config.lr, betas=BETAS)
+    log = {"run": run, "config": asdict(config), "log": [], "val": [], "final_val_loss": None}
     start = 1
     resume_path = out / f"resume_{run}.pth"
-    if resume_path.exists():
-        state = torch.load(resume_path, map_location=device, weights_only=False)
-        model.load_state_dict(state["model"])
-        optimizer.load_state_dict(state["optimizer"])
-        set_rng_state(state["rng"], device)
-        log, start = state["log"], state["step"] + 1
-        print(f"{run}: resuming after step {state['step']}")
+    resumed = resume(resume_path, config, data, model, optimizer, device)
+    if resumed is not None:
+        log, start = resumed
 
     inputs_all, targets_all = train_set.inputs.to(device), train_set.targets.to(device)
-    losses, began = [], time.time()
-    for step in range(start, args.steps + 1):
-        index = batch_indices(step, len(train_set), args.batch_size, args.seed).to(device)
-        lr = lr_at_step(step, args.lr, args.warmup)
+    losses = []
+    progress = tqdm(range(start, config.steps + 1), desc=run, unit="step", mininterval=5,
+                    initial=start - 1, total=config.steps)
+    for step in progress:
+        index = batch_indices(step, len(train_set), config.batch_size, config.seed).to(device)
+        lr = lr_at_step(step, config.lr, config.warmup)
         loss, head_norm, total_norm = train_step(model, optimizer, inputs_all[index],
                                                  targets_all[index], lr)
         losses.append(loss)
-        if step % LOG_EVERY == 0 or step == args.steps:
+        if step % LOG_EVERY == 0 or step == config.steps:
             mean_loss = sum(losses) / len(losses)
             log["log"].append({"step": step, "train_loss": finite_or_none(mean_loss), "lr": lr,
                                "head_grad_norm": finite_or_none(head_norm),
                                "total_grad_norm": finite_or_none(total_norm)})
             losses = []
-        if step % VAL_EVERY == 0 or step == args.steps:
+        if step % VAL_EVERY == 0 or step == config.steps:
             val_loss = finite_or_none(evaluate_loss(model, val_set, device))
             log["val"].append({"step": step, "val_loss": val_loss})
-            print(f"{run} step {step:5d}  train {log['log'][-1]['train_loss']}  val {val_loss}"
-                  f"  ({time.time() - began:.0f} s)", flush=True)
-        if args.checkpoint_every and step % args.checkpoint_every == 0 and step < args.steps:
-            atomic_torch_save(model.state_dict(), out / f"model_{run}_step{step}.pth")
-        if step % VAL_EVERY == 0 and step < args.steps:
-            atomic_torch_save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                               "rng": rng_state(device), "log": log, "step": step}, resume_path)
+            progress.set_postfix(train=log["log"][-1]["train_loss"], val=val_loss)
+        extras = checkpoint_extras(vocab, step)
+        if config.checkpoint_every and step % config.checkpoint_every == 0 and step < config.steps:
+            save_checkpoint(out / f"model_{run}_step{step}.pth", config, model, **extras)
+        if step % VAL_EVERY == 0 and step < config.steps:
+            save_checkpoint(resume_path, config, model, optimizer=optimizer.state_dict(),
+                            rng=rng_state(device), log=log, data=data, **extras)
 
     log["final_val_loss"] = log["val"][-1]["val_loss"] if log["val"] else None
-    atomic_torch_save(model.state_dict(), out / f"model_{run}.pth")
     write_json(out / f"training_log_{run}.json", log)
+    save_checkpoint(out / f"model_{run}.pth", config, model,
+                    **checkpoint_extras(vocab, config.steps))
     resume_path.unlink(missing_ok=True)
-    return log
+    print(f"{run}: final validation loss {log['final_val_loss']}; wrote "
+          f"{out / f'training_log_{run}.json'}")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -9,13 +9,12 @@ committed results and reports. The grading tests then import every module of the
 fail (rather than crash at import) until the students fill the regions in.
 """
 
-import argparse
 import re
 import shutil
 import subprocess
 from pathlib import Path
 
-from provided.common import REPO_ROOT
+from provided.common import REPO_ROOT, ArgumentParser
 
 BEGIN = re.compile(r"^(\s*)# BEGIN SOLUTION\s*$")
 END = re.compile(r"^\s*# END SOLUTION\s*$")
@@ -67,8 +66,7 @@ def make_handout(out_dir: Path, repo: Path = REPO_ROOT) -> int:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(__doc__)
     parser.add_argument("out_dir", type=Path)
     args = parser.parse_args(argv)
     if args.out_dir.exists() and any(args.out_dir.iterdir()):

@@ -8,12 +8,11 @@ SmilesVocab maps tokens to ids: PAD = 0, BOS = 1, EOS = 2, then the chemistry to
 sorted order.
 """
 
-import json
 import re
 from collections.abc import Iterable
 from pathlib import Path
 
-from provided.common import write_json
+from provided.common import BadFileError, read_json, write_json
 
 PAD, BOS, EOS = 0, 1, 2
 SPECIALS = ["<pad>", "<bos>", "<eos>"]
@@ -91,10 +90,13 @@ class SmilesVocab:
 
     @classmethod
     def load(cls, path: Path) -> "SmilesVocab":
-        with open(path) as f:
-            itos = json.load(f)["tokens"]
-        if itos[: len(SPECIALS)] != SPECIALS:
-            raise ValueError(f"{path} is not a SmilesVocab file: it must start with {SPECIALS}")
+        """The vocabulary saved by save(); BadFileError (a ValueError) naming path if the
+        file is not one."""
+        saved = read_json(path)
+        itos = saved.get("tokens") if isinstance(saved, dict) else None
+        if not isinstance(itos, list) or itos[: len(SPECIALS)] != SPECIALS:
+            raise BadFileError(f"{path} is not a SmilesVocab file (a 'tokens' list that starts "
+                               f"with {SPECIALS}): delete it and re-run a training run")
         return cls(itos[len(SPECIALS):])
 
     def __eq__(self, other) -> bool:

@@ -8,15 +8,10 @@ Each target's figures are drawn by provided/plots/<target>.py from the committed
 data/figures/ for the datasets (the one committed folder of data/).
 """
 
-import argparse
 import importlib
-import sys
 from pathlib import Path
 
-if __package__ in (None, ""):
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from provided.common import DATA_DIR, REPO_ROOT, fail  # noqa: E402
+from provided.common import DATA_DIR, REPO_ROOT, ArgumentParser, fail
 
 TARGETS = ("data", "problem1", "problem2", "problem3")
 
@@ -30,8 +25,7 @@ def default_dirs(target: str) -> tuple[Path, Path]:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(__doc__)
     parser.add_argument("target", choices=TARGETS)
     parser.add_argument("--input_dir", type=Path, default=None,
                         help="results folder to read (data folder for 'data')")

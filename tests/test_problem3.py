@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 import problem3.evaluate as ev
 import problem3.train as tr
+from problem3.config import CLIP_NORM, run_name
 from problem3.dataset import IGNORE_INDEX, SmilesDataset, build_vocab
 from problem3.model import Block, DecoderLM, causal_mask
 from problem3.sample import generate
@@ -204,8 +205,8 @@ def test_lr_at_step(step, warmup, expected):
 
 
 def test_run_names():
-    assert tr.run_name("pre", 1e-3, 500, 1500) == "pre_lr0.001_w500_s1500"
-    assert tr.run_name("post", 3e-2, 0, 4000) == "post_lr0.03_w0_s4000"
+    assert run_name("pre", 1e-3, 500, 1500) == "pre_lr0.001_w500_s1500"
+    assert run_name("post", 3e-2, 0, 4000) == "post_lr0.03_w0_s4000"
 
 
 def test_batches_are_shuffled_passes_without_repeats():
@@ -233,7 +234,7 @@ def test_train_step_logs_gradient_norms_before_clipping():
     assert head_norm == pytest.approx(twin.head.weight.grad.pow(2).sum().sqrt().item(), rel=1e-5)
     expected_total = math.sqrt(sum(g.pow(2).sum().item() for g in grads))
     assert total_norm == pytest.approx(expected_total, rel=1e-5)
-    assert total_norm > tr.CLIP_NORM  # so the step below used clipped gradients
+    assert total_norm > CLIP_NORM  # so the step below used clipped gradients
     # SGD at lr 1: the update is the clipped gradient, of norm exactly CLIP_NORM.
     update = [(p0 - p1) for p0, p1 in zip(twin.parameters(), model.parameters())]
     assert math.sqrt(sum(u.pow(2).sum().item() for u in update)) == pytest.approx(1.0, rel=1e-4)
@@ -246,10 +247,15 @@ def train_args(data_dir, results, *extra):
             *extra]
 
 
-def test_resume_after_kill_gives_the_identical_log(data_dir, tmp_path, monkeypatch):
+def read_log(results, run):
+    return json.loads((results / f"training_log_{run}.json").read_text())
+
+
+def test_resume_after_ctrl_c_gives_the_identical_log(data_dir, tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(tr, "LOG_EVERY", 2)
     monkeypatch.setattr(tr, "VAL_EVERY", 4)
-    whole = tr.main(train_args(data_dir, tmp_path / "a", "--steps", "10"))
+    assert tr.main(train_args(data_dir, tmp_path / "a", "--steps", "10")) == 0
+    whole = read_log(tmp_path / "a", "pre_lr0.001_w3_s10")
 
     real_step, calls = tr.train_step, []
 
@@ -260,20 +266,22 @@ def test_resume_after_kill_gives_the_identical_log(data_dir, tmp_path, monkeypat
         return real_step(*args, **kwargs)
 
     monkeypatch.setattr(tr, "train_step", killed_at_step_7)
-    with pytest.raises(KeyboardInterrupt):
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as stop:
         tr.main(train_args(data_dir, tmp_path / "b", "--steps", "10"))
+    last = capsys.readouterr().err.strip().splitlines()[-1]  # after the progress bar
+    assert stop.value.code == 130 and last.startswith("error: interrupted") and "resume" in last
     assert (tmp_path / "b" / "resume_pre_lr0.001_w3_s10.pth").exists()
     assert not (tmp_path / "b" / "training_log_pre_lr0.001_w3_s10.json").exists()
     monkeypatch.setattr(tr, "train_step", real_step)
-    resumed = tr.main(train_args(data_dir, tmp_path / "b", "--steps", "10"))
-    assert resumed == whole
+    assert tr.main(train_args(data_dir, tmp_path / "b", "--steps", "10")) == 0
+    assert read_log(tmp_path / "b", "pre_lr0.001_w3_s10") == whole
     assert [r["step"] for r in whole["log"]] == [2, 4, 6, 8, 10]
     assert [r["step"] for r in whole["val"]] == [4, 8, 10]
     assert not (tmp_path / "b" / "resume_pre_lr0.001_w3_s10.pth").exists()
     a = (tmp_path / "a" / "model_pre_lr0.001_w3_s10.pth")
     b = (tmp_path / "b" / "model_pre_lr0.001_w3_s10.pth")
-    for (_, x), (_, y) in zip(torch.load(a).items(), torch.load(b).items()):
-        assert torch.equal(x, y)
+    assert a.read_bytes() == b.read_bytes()  # identical weights, identical bytes
 
 
 def test_diverged_run_logs_null_and_finishes(data_dir, tmp_path, monkeypatch):
@@ -287,7 +295,8 @@ def test_diverged_run_logs_null_and_finishes(data_dir, tmp_path, monkeypatch):
         return real_step(model, optimizer, inputs, targets, lr)
 
     monkeypatch.setattr(tr, "train_step", blow_up)
-    log = tr.main(train_args(data_dir, tmp_path, "--steps", "4"))
+    assert tr.main(train_args(data_dir, tmp_path, "--steps", "4")) == 0
+    log = read_log(tmp_path, "pre_lr0.001_w3_s4")
     assert log["final_val_loss"] is None
     assert all(r["train_loss"] is None and r["head_grad_norm"] is None for r in log["log"])
     text = (tmp_path / "training_log_pre_lr0.001_w3_s4.json").read_text()
@@ -448,7 +457,7 @@ def test_sweep_entry_early_gradient_statistics():
 
 
 # --------------------------------------------------------------------------- end to end
-def test_train_sample_evaluate_visualize_end_to_end(data_dir, tmp_path):
+def test_train_sample_evaluate_visualize_end_to_end(data_dir, tmp_path, capsys):
     import problem3.sample as sample
 
     results = tmp_path / "results"
@@ -457,16 +466,18 @@ def test_train_sample_evaluate_visualize_end_to_end(data_dir, tmp_path):
     for lr in ("1e-3", "3e-2"):  # two 'sweep' runs of 4 steps
         tr.main(["--norm", "post", "--lr", lr, "--batch_size", "16", "--steps", "4",
                  "--data_dir", str(data_dir), "--results_dir", str(results)])
+    capsys.readouterr()
     assert {p.name for p in results.glob("model_*.pth")} == {
         f"model_{run}.pth", f"model_{run}_step3.pth", "model_post_lr0.001_w0_s4.pth",
         "model_post_lr0.03_w0_s4.pth"}
-    path = sample.main(["--run", run, "--num_samples", "50", "--results_dir", str(results),
-                        "--data_dir", str(data_dir)])
-    samples = path.read_text().split("\n")[:-1]
+    assert sample.main(["--run", run, "--num_samples", "50", "--results_dir", str(results),
+                        "--data_dir", str(data_dir)]) == 0
+    samples = (results / f"samples_{run}.txt").read_text().split("\n")[:-1]
     assert len(samples) == 50
 
-    metrics = ev.main(["--run", run, "--num_samples", "50", "--sweep_steps", "4",
-                       "--results_dir", str(results), "--data_dir", str(data_dir)])
+    assert ev.main(["--run", run, "--num_samples", "50", "--sweep_steps", "4",
+                    "--results_dir", str(results), "--data_dir", str(data_dir)]) == 0
+    metrics = json.loads((results / "metrics.json").read_text())
     assert [e["run"] for e in metrics["sweep"]] == ["post_lr0.001_w0_s4", "post_lr0.03_w0_s4"]
     main = metrics["main"]
     assert [r["step"] for r in main["by_step"]] == [3, 6]
@@ -488,8 +499,10 @@ def test_evaluate_without_the_main_model_keeps_the_committed_main_entry(data_dir
     results.mkdir()
     committed = {"run": ev.MAIN_RUN, "by_step": [{"step": 4000, "validity": 0.9}]}
     (results / "metrics.json").write_text(json.dumps({"sweep": [], "main": committed}))
-    metrics = ev.main(["--results_dir", str(results), "--data_dir", str(data_dir)])
+    assert ev.main(["--results_dir", str(results), "--data_dir", str(data_dir)]) == 0
+    metrics = json.loads((results / "metrics.json").read_text())
     assert metrics["sweep"] == [] and metrics["main"] == committed
-    other = ev.main(["--run", "post_lr0.01_w0_s4000", "--results_dir", str(results),
-                     "--data_dir", str(data_dir)])
+    assert ev.main(["--run", "post_lr0.01_w0_s4000", "--results_dir", str(results),
+                    "--data_dir", str(data_dir)]) == 0
+    other = json.loads((results / "metrics.json").read_text())
     assert "main" not in other  # a different run's numbers are never carried over

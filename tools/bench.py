@@ -11,13 +11,14 @@ nanoGPT-style implementation of the same configuration (fused qkv projection, is
 attention), to show that the course model loses nothing to it.
 """
 
-import argparse
 import time
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from torch.utils.flop_counter import FlopCounterMode
+
+from provided.common import ArgumentParser
 
 
 def matmul_rate(size: int = 1024, repeats: int = 10) -> float:
@@ -147,8 +148,7 @@ BENCHMARKS = {
 
 
 def main(argv=None) -> list[dict]:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(__doc__)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--steps", type=int, default=10, help="timed steps per model")
     args = parser.parse_args(argv)

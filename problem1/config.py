@@ -1,0 +1,58 @@
+"""Problem 1's run configuration: one dataclass, saved in every checkpoint and training log.
+
+The homework fixes everything but the digit order and the training size: Adam at learning
+rate 1e-3, batch size 128, 2,400 steps, greedy validation every 50 steps, and the model's
+defaults (2 + 2 layers, d_model 128, 4 heads, d_ff 256, dropout 0.1). A run is named
+{digit_order}_n{train_size}. `load_model` rebuilds a trained model from its checkpoint alone.
+"""
+
+from dataclasses import dataclass
+
+from problem1.dataset import DIGIT_ORDERS
+from problem1.model import AdditionTransformer
+from provided.common import config_from_checkpoint, load_checkpoint, load_state, signature_defaults
+
+TRAIN_SIZES = (1000, 2000, 4000)
+ANALYSED_TRAIN_SIZE = 4000  # the runs whose heads are ablated, pruned and mapped
+THRESHOLD = 0.95  # steps_to_95: the first logged step whose val exact match reaches this
+MODEL_ARGS = ("d_model", "num_heads", "d_ff", "num_layers", "dropout")
+_MODEL_DEFAULTS = signature_defaults(AdditionTransformer)
+
+
+@dataclass(frozen=True)
+class Config:
+    digit_order: str
+    train_size: int
+    lr: float = 1e-3
+    batch_size: int = 128
+    steps: int = 2400
+    eval_every: int = 50
+    seed: int = 0
+    d_model: int = _MODEL_DEFAULTS["d_model"]
+    num_heads: int = _MODEL_DEFAULTS["num_heads"]
+    d_ff: int = _MODEL_DEFAULTS["d_ff"]
+    num_layers: int = _MODEL_DEFAULTS["num_layers"]
+    dropout: float = _MODEL_DEFAULTS["dropout"]
+
+    @property
+    def run(self) -> str:
+        return run_name(self.digit_order, self.train_size)
+
+    def build_model(self) -> AdditionTransformer:
+        return AdditionTransformer(**{name: getattr(self, name) for name in MODEL_ARGS})
+
+
+def run_name(digit_order: str, train_size: int) -> str:
+    return f"{digit_order}_n{train_size}"
+
+
+PRESCRIBED = [Config(order, size) for order in DIGIT_ORDERS for size in TRAIN_SIZES]
+
+
+def load_model(path, device) -> tuple[AdditionTransformer, Config]:
+    """(model in eval mode on device, its Config) from a checkpoint written by train.py."""
+    checkpoint = load_checkpoint(path, device)
+    config = config_from_checkpoint(Config, checkpoint, path)
+    model = load_state(config.build_model(), checkpoint, path)
+    return model.to(device).eval(), config
+

@@ -1,0 +1,85 @@
+"""Problem 3's run configuration: one dataclass, saved in every checkpoint and training log.
+
+The homework fixes the model (DecoderLM's defaults: d_model 128, 4 layers, 4 heads, d_ff 512,
+max_len 52, dropout 0.1), Adam with betas (0.9, 0.98), batch size 128 and clipping at norm
+1.0. A run chooses the norm placement, the peak learning rate, the warmup and the number of
+steps, and is named {norm}_lr{lr}_w{warmup}_s{steps}. A checkpoint holds the Config, the
+weights and the vocabulary, so `load_model` rebuilds a model from the file alone.
+"""
+
+from dataclasses import dataclass
+
+from problem3.model import DecoderLM
+from provided.common import (
+    BadFileError,
+    config_from_checkpoint,
+    load_checkpoint,
+    load_state,
+    signature_defaults,
+)
+from provided.smiles import SmilesVocab
+
+MODEL_ARGS = ("d_model", "num_layers", "num_heads", "d_ff", "max_len", "dropout")
+_MODEL_DEFAULTS = signature_defaults(DecoderLM)
+BETAS = (0.9, 0.98)
+CLIP_NORM = 1.0
+LOG_EVERY = 50  # training loss, learning rate and gradient norms
+VAL_EVERY = 250  # validation loss, and the resume file's save
+TRAIN_THRESHOLD = 2.0  # a run "trains" if its final validation loss is below this
+
+
+@dataclass(frozen=True)
+class Config:
+    norm: str
+    lr: float
+    warmup: int = 0
+    steps: int = 1500
+    checkpoint_every: int = 0
+    batch_size: int = 128
+    seed: int = 0
+    threads: int = 1  # torch's CPU threads: they can change the last bits of the numbers
+    d_model: int = _MODEL_DEFAULTS["d_model"]
+    num_layers: int = _MODEL_DEFAULTS["num_layers"]
+    num_heads: int = _MODEL_DEFAULTS["num_heads"]
+    d_ff: int = _MODEL_DEFAULTS["d_ff"]
+    max_len: int = _MODEL_DEFAULTS["max_len"]
+    dropout: float = _MODEL_DEFAULTS["dropout"]
+    vocab_size: int = 0
+
+    @property
+    def run(self) -> str:
+        return run_name(self.norm, self.lr, self.warmup, self.steps)
+
+    def build_model(self) -> DecoderLM:
+        return DecoderLM(self.vocab_size, norm=self.norm,
+                         **{name: getattr(self, name) for name in MODEL_ARGS})
+
+
+def run_name(norm: str, lr: float, warmup: int, steps: int) -> str:
+    """e.g. pre_lr0.001_w500_s1500 (the learning rate as Python's str of the float)."""
+    return f"{norm}_lr{float(lr)}_w{warmup}_s{steps}"
+
+
+def differences(saved: dict, wanted: dict) -> list[str]:
+    """'key: saved -> wanted' for every key whose value differs, for a one-line refusal."""
+    return [f"{key} {saved.get(key)!r} -> {wanted.get(key)!r}"
+            for key in sorted(saved.keys() | wanted.keys()) if saved.get(key) != wanted.get(key)]
+
+
+def checkpoint_extras(vocab: SmilesVocab, step: int) -> dict:
+    """What a Problem 3 checkpoint holds besides config and weights."""
+    return {"vocab": vocab.chemistry_tokens, "step": step}
+
+
+def load_model(path, device) -> tuple[DecoderLM, SmilesVocab, Config, int]:
+    """(model in eval mode on device, its vocabulary, its Config, the step it was saved at)
+    from a checkpoint written by train.py."""
+    checkpoint = load_checkpoint(path, device)
+    config = config_from_checkpoint(Config, checkpoint, path)
+    if not {"vocab", "step"} <= checkpoint.keys():
+        raise BadFileError(f"{path} has no vocabulary or step: it was not written by "
+                           "problem3/train.py; delete it and re-run the run")
+    model = load_state(config.build_model(), checkpoint, path)
+    return model.to(device).eval(), SmilesVocab(checkpoint["vocab"]), config, checkpoint["step"]
+
+

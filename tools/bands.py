@@ -1,0 +1,134 @@
+"""Reference bands: every headline number over seed 0 and the extra seeds.
+
+    python -m tools.bands          (or `make bands`, the last step of `make seeds`)
+
+Seed 0 is the committed run in problemN/results/; seed S > 0 lives in
+problemN/results/seeds/seed{S}/ (`make seeds`). For every headline quantity this writes
+problemN/results/reference_bands.json, nested by run and quantity:
+
+    {run: {quantity: {"mean", "sd", "min", "max", "n_seeds", "seeds", "values"}}}
+
+sd is the sample standard deviation (n - 1), null for a single seed. A quantity that a seed
+does not have (steps_to_95 when 0.95 is never reached) is left out of that seed's values,
+and counted under "missing". Only seeds whose results exist are used, so the file can be
+rebuilt while `make seeds` is still running; n_seeds says how many stand behind each band.
+"""
+
+import math
+import statistics
+from pathlib import Path
+
+from provided.common import ArgumentParser, read_json, results_dir, write_json
+
+LATE_POINTS = 10  # P1's late validation average: the last 10 logged points (steps 1950-2400)
+P2_BUCKETS = ("64-79", "80-95", "96-111", "112-127")
+
+
+def band(values: dict) -> dict:
+    """{seed: value or None} -> the band of the values that are not None."""
+    present = {seed: v for seed, v in sorted(values.items()) if v is not None}
+    numbers = list(present.values())
+    result = {"mean": statistics.fmean(numbers) if numbers else None,
+              "sd": statistics.stdev(numbers) if len(numbers) > 1 else None,
+              "min": min(numbers, default=None), "max": max(numbers, default=None),
+              "n_seeds": len(numbers), "seeds": list(present), "values": numbers}
+    missing = [seed for seed, v in sorted(values.items()) if v is None]
+    if missing:
+        result["missing"] = missing
+    return result
+
+
+def seed_dirs(problem: str) -> dict[int, Path]:
+    """{seed: results folder} for seed 0 and every seeds/seed{S} folder present."""
+    base = results_dir(problem)
+    dirs = {0: base}
+    for path in sorted((base / "seeds").glob("seed*")):
+        if path.name[4:].isdigit():
+            dirs[int(path.name[4:])] = path
+    return dirs
+
+
+def collect(problem: str, quantities) -> dict:
+    """{run: {quantity: band}} from quantities(folder) -> {run: {quantity: value}} per seed."""
+    per_seed = {}
+    for seed, folder in seed_dirs(problem).items():
+        if (folder / "metrics.json").exists():
+            per_seed[seed] = quantities(folder)
+    bands = {}
+    runs = sorted({run for values in per_seed.values() for run in values})
+    for run in runs:
+        names = [q for q in next(v[run] for v in per_seed.values() if run in v)]
+        bands[run] = {q: band({seed: values[run].get(q) for seed, values in per_seed.items()
+                               if run in values}) for q in names}
+    return bands
+
+
+def problem1_quantities(folder: Path) -> dict:
+    metrics = read_json(folder / "metrics.json")
+    out = {}
+    for run, entry in metrics.items():
+        if run in ("ablation", "pruning"):
+            continue
+        log = read_json(folder / f"training_log_{run}.json")["log"]
+        late = [point["val_exact_match"] for point in log[-LATE_POINTS:]]
+        out[run] = {"test_exact_match": entry["test_exact_match"],
+                    "test_token_accuracy": entry["test_token_accuracy"],
+                    "steps_to_95": entry["steps_to_95"],
+                    "late_val_exact_match": statistics.fmean(late)}
+    return out
+
+
+def problem2_quantities(folder: Path) -> dict:
+    metrics = read_json(folder / "metrics.json")
+    out = {}
+    for scheme, entry in metrics.items():
+        if not isinstance(entry, dict) or "beyond_buckets" not in entry:
+            continue
+        out[scheme] = {"in_range": entry["in_range"], "beyond": entry["beyond"],
+                       **{f"bucket_{name}": value
+                          for name, value in zip(P2_BUCKETS, entry["beyond_buckets"])}}
+    return out
+
+
+def problem3_quantities(folder: Path) -> dict:
+    metrics = read_json(folder / "metrics.json")
+    out = {}
+    for entry in metrics["sweep"]:
+        cell = entry["run"].rsplit("_s", 1)[0]
+        out[cell] = {"final_val_loss": entry["final_val_loss"],
+                     "trains": float(entry["trains"]),
+                     "head_grad_norm_at_100": head_norm_at(folder, entry["run"], 100)}
+    main = metrics.get("main")
+    if main is not None:
+        final = main["by_step"][-1]
+        out["main"] = {q: final[q] for q in ("well_formed", "validity", "uniqueness",
+                                             "novelty")}
+    return out
+
+
+def head_norm_at(folder: Path, run: str, step: int):
+    log = read_json(folder / f"training_log_{run}.json")["log"]
+    value = next((point["head_grad_norm"] for point in log if point["step"] == step), None)
+    return value if value is None or math.isfinite(value) else None
+
+
+QUANTITIES = {"problem1": problem1_quantities, "problem2": problem2_quantities,
+              "problem3": problem3_quantities}
+
+
+def main(argv=None) -> int:
+    parser = ArgumentParser(__doc__)
+    parser.add_argument("problems", nargs="*", choices=list(QUANTITIES),
+                        help="default: all three")
+    args = parser.parse_args(argv)
+    for problem in args.problems or QUANTITIES:
+        bands = collect(problem, QUANTITIES[problem])
+        path = results_dir(problem) / "reference_bands.json"
+        write_json(path, bands)
+        counts = sorted({b["n_seeds"] for run in bands.values() for b in run.values()})
+        print(f"wrote {path}: {len(bands)} runs, n_seeds {counts}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
