@@ -65,33 +65,25 @@ SHIFT_PAIRS = [(p, s) for p in (0, 1, 5, 17, 63, 100, 127) for s in (1, 3, 7, 32
 
 
 @torch.no_grad()
-def per_position_counts(model, tokens: torch.Tensor, targets: torch.Tensor, k: int,
+def per_position_counts(model, tokens: torch.Tensor, targets: torch.Tensor,
                         batch_size: int = EVAL_BATCH_SIZE) -> dict:
-    """Per-position tallies [T] over tokens/targets [N, T], summed over the sequences.
+    """Per-position tallies over the sequences of tokens/targets [N, T], in eval mode.
 
-    Only queries with a target count. 'correct' and 'count' count targets; the attention
-    weight of query i is summed over three sets of keys: 'on_target' the key i - k,
-    'on_neighbours' the keys at distances k-2, k-1, k+1, k+2, and 'on_unseen_distances'
-    the keys at distance TRAIN_LENGTH or more, a distance no training sequence contains.
+    Returns {'correct': [T], 'count': [T]} float tensors on the CPU: at position i, how many
+    sequences have a target there (targets[:, i] != IGNORE_INDEX) and at how many of those
+    the argmax of model(tokens) equals the target. Positions without a target count 0.
     """
     # BEGIN SOLUTION
     model.eval()
     T = tokens.shape[1]
-    distance = torch.arange(T)[:, None] - torch.arange(T)[None, :]  # [T, T], query - key
-    key_sets = {"on_target": distance == k,
-                "on_neighbours": ((distance - k).abs() <= 2) & (distance != k),
-                "on_unseen_distances": distance >= TRAIN_LENGTH}
-    tallies = {name: torch.zeros(T) for name in ("correct", "count", *key_sets)}
+    correct, count = torch.zeros(T), torch.zeros(T)
     for start in range(0, tokens.shape[0], batch_size):
-        logits, weights = model(tokens[start:start + batch_size], return_attention=True)
+        logits = model(tokens[start:start + batch_size])
         batch_targets = targets[start:start + batch_size]
         has_target = batch_targets != IGNORE_INDEX
-        tallies["correct"] += ((logits.argmax(-1) == batch_targets) & has_target).sum(0).cpu()
-        tallies["count"] += has_target.sum(0).cpu()
-        weights = weights.cpu()
-        for name, keys in key_sets.items():
-            tallies[name] += ((weights * keys).sum(2) * has_target.cpu()).sum(0)
-    return tallies
+        correct += ((logits.argmax(-1) == batch_targets) & has_target).sum(0).cpu()
+        count += has_target.sum(0).cpu()
+    return {"correct": correct, "count": count}
     # END SOLUTION
 
 
@@ -103,30 +95,64 @@ def accuracy_over(correct: torch.Tensor, count: torch.Tensor, start: int, end: i
     # END SOLUTION
 
 
-def position_metrics(tallies: dict) -> dict:
-    """in_range, beyond, beyond_buckets, buckets, per_position and the mean attention weights
-    from the tallies of per_position_counts over the 128-position test split."""
+def position_metrics(correct: torch.Tensor, count: torch.Tensor) -> dict:
+    """The accuracies of the homework from per_position_counts over the 128-position test
+    split: {'in_range': positions 0-63, 'beyond': 64-127, 'beyond_buckets': [64-79, 80-95,
+    96-111, 112-127], 'buckets': the eight 16-position buckets 0-15 .. 112-127}, each a
+    float (None where no position has a target)."""
     # BEGIN SOLUTION
-    correct, count = tallies["correct"], tallies["count"]
     T = count.shape[0]
     buckets = [accuracy_over(correct, count, s, s + BUCKET) for s in range(0, T, BUCKET)]
-    per_position = [c / n if n else None for c, n in zip(correct.tolist(), count.tolist())]
-
-    def mean_weight(name: str, start: int, end: int) -> float:
-        """Mean attention weight per query with a target, over positions start..end-1."""
-        return tallies[name][start:end].sum().item() / count[start:end].sum().item()
-
     return {
         "in_range": accuracy_over(correct, count, 0, TRAIN_LENGTH),
         "beyond": accuracy_over(correct, count, TRAIN_LENGTH, T),
         "beyond_buckets": buckets[TRAIN_LENGTH // BUCKET:],
         "buckets": buckets,
-        "per_position": per_position,
-        "attention": {name: {"in_range": mean_weight(name, 0, TRAIN_LENGTH),
-                             "beyond": mean_weight(name, TRAIN_LENGTH, T)}
-                      for name in ("on_target", "on_neighbours", "on_unseen_distances")},
     }
     # END SOLUTION
+
+
+@torch.no_grad()
+def attention_tallies(model, tokens: torch.Tensor, targets: torch.Tensor, k: int,
+                      batch_size: int = EVAL_BATCH_SIZE) -> dict:
+    """Where the attention goes, per query position [T], summed over the sequences.
+
+    Only queries with a target count. The attention weight of query i is summed over three
+    sets of keys: 'on_target' the key i - k, 'on_neighbours' the keys at distances k-2,
+    k-1, k+1, k+2, and 'on_unseen_distances' the keys at distance TRAIN_LENGTH or more, a
+    distance no training sequence contains.
+    """
+    model.eval()
+    T = tokens.shape[1]
+    distance = torch.arange(T)[:, None] - torch.arange(T)[None, :]  # [T, T], query - key
+    key_sets = {"on_target": distance == k,
+                "on_neighbours": ((distance - k).abs() <= 2) & (distance != k),
+                "on_unseen_distances": distance >= TRAIN_LENGTH}
+    tallies = {name: torch.zeros(T) for name in key_sets}
+    for start in range(0, tokens.shape[0], batch_size):
+        _, weights = model(tokens[start:start + batch_size], return_attention=True)
+        has_target = (targets[start:start + batch_size] != IGNORE_INDEX).cpu()
+        weights = weights.cpu()
+        for name, keys in key_sets.items():
+            tallies[name] += ((weights * keys).sum(2) * has_target).sum(0)
+    return tallies
+
+
+def attention_metrics(tallies: dict, count: torch.Tensor) -> dict:
+    """Mean attention weight per query with a target, in range and beyond, for each key set
+    of attention_tallies."""
+    T = count.shape[0]
+
+    def mean_weight(name: str, start: int, end: int) -> float:
+        return tallies[name][start:end].sum().item() / count[start:end].sum().item()
+
+    return {name: {"in_range": mean_weight(name, 0, TRAIN_LENGTH),
+                   "beyond": mean_weight(name, TRAIN_LENGTH, T)} for name in tallies}
+
+
+def per_position_accuracy(correct: torch.Tensor, count: torch.Tensor) -> list:
+    """Accuracy at each position, None where no sequence has a target."""
+    return [c / n if n else None for c, n in zip(correct.tolist(), count.tolist())]
 
 
 def bag_of_tokens_ceiling(tokens: torch.Tensor, k: int) -> torch.Tensor:
@@ -154,7 +180,6 @@ def position_score_margins(model, length: int, k: int) -> torch.Tensor:
     S[i, i - k] - max over the other keys j <= i of S[i, j]. Positive: position alone ranks
     the target key first, before the tokens enter.
     """
-    # BEGIN SOLUTION
     if model.position == "learned":
         vectors = model.pos_emb.weight[:length]
     else:
@@ -167,7 +192,6 @@ def position_score_margins(model, length: int, k: int) -> torch.Tensor:
     margins = torch.full((length,), math.nan)
     margins[k:] = (target - others[k:].max(-1).values).cpu()
     return margins
-    # END SOLUTION
 
 
 def margin_summary(margins: torch.Tensor, per_position: list) -> dict:
@@ -193,7 +217,6 @@ def learned_table_drift(trained: torch.Tensor, initial: torch.Tensor) -> dict:
     and row p has one only if position p occurs in a training sequence, so rows
     TRAIN_LENGTH.. should not have moved at all.
     """
-    # BEGIN SOLUTION
     distance = (trained.cpu() - initial.cpu()).norm(dim=1)  # [max_len]
     initial_norm = initial.cpu().norm(dim=1)
 
@@ -205,7 +228,6 @@ def learned_table_drift(trained: torch.Tensor, initial: torch.Tensor) -> dict:
     return {"rows_0_63": summary(slice(0, TRAIN_LENGTH)),
             "rows_64_127": summary(slice(TRAIN_LENGTH, None)),
             "row_distance": distance.tolist()}
-    # END SOLUTION
 
 
 def shift_rotation_max_error(d_model: int) -> float:
@@ -333,7 +355,12 @@ def main(argv=None) -> int:
     metrics, maps = {}, {"sequence_index": ATTENTION_SEQUENCE, "k": K,
                          "tokens": test_set.tokens[ATTENTION_SEQUENCE].tolist(), "on_target": {}}
     for position, (model, config) in runs.items():
-        metrics[position] = position_metrics(per_position_counts(model, tokens, targets, K))
+        counts = per_position_counts(model, tokens, targets)
+        metrics[position] = {
+            **position_metrics(counts["correct"], counts["count"]),
+            "per_position": per_position_accuracy(counts["correct"], counts["count"]),
+            "attention": attention_metrics(attention_tallies(model, tokens, targets, K),
+                                           counts["count"])}
         if position == "learned":
             initial = build_model(config).pos_emb.weight.detach()
             metrics[position]["table_drift"] = learned_table_drift(model.pos_emb.weight, initial)

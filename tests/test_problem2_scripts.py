@@ -104,18 +104,13 @@ def test_accuracy_over_and_position_metrics_by_hand():
     correct = torch.zeros(T)
     correct[7:64] = 1  # everything right in range
     correct[64:80] = 1  # first beyond bucket right, the rest wrong
-    on_target = torch.zeros(T)
-    on_target[7:64] = 0.5
-    tallies = {"correct": correct, "count": count, "on_target": on_target,
-               "on_neighbours": torch.zeros(T), "on_unseen_distances": torch.zeros(T)}
-    m = evaluate.position_metrics(tallies)
+    m = evaluate.position_metrics(correct, count)
     assert m["in_range"] == 1.0
     assert m["beyond"] == pytest.approx(0.25)
     assert m["beyond_buckets"] == [1.0, 0.0, 0.0, 0.0]
     assert m["buckets"] == [1.0] * 4 + [1.0, 0.0, 0.0, 0.0]
-    assert m["per_position"][:7] == [None] * 7 and m["per_position"][7] == 1.0
-    assert m["attention"]["on_target"] == {"in_range": 0.5, "beyond": 0.0}
     assert evaluate.accuracy_over(correct, count, 0, 7) is None
+    assert evaluate.accuracy_over(correct, count, 76, 84) == pytest.approx(0.5)
 
 
 class ReadsKeyAtDistance(torch.nn.Module):
@@ -133,7 +128,7 @@ class ReadsKeyAtDistance(torch.nn.Module):
         weights = torch.nn.functional.one_hot(keys, T).float().expand(B, T, T)
         logits = torch.zeros(B, T, 16)
         logits[..., 0] = 1.0
-        return logits, weights
+        return (logits, weights) if return_attention else logits
 
 
 def test_per_position_counts_with_stub_models():
@@ -142,11 +137,14 @@ def test_per_position_counts_with_stub_models():
     targets[:, 7:] = tokens[:, :-7]
     for distance, expected in [(7, (1.0, 0.0, 0.0)), (8, (0.0, 56 / 57, 0.0)),
                                (70, (0.0, 0.0, 58 / 64))]:
-        tallies = evaluate.per_position_counts(ReadsKeyAtDistance(distance), tokens, targets, 7)
-        m = evaluate.position_metrics(tallies)
+        model = ReadsKeyAtDistance(distance)
+        counts = evaluate.per_position_counts(model, tokens, targets, batch_size=1)
+        assert counts["count"].tolist() == [0] * 7 + [2] * 121
+        m = evaluate.position_metrics(counts["correct"], counts["count"])
         # Token 0 is the target in sequence 0 at positions 7..70: 57 + 7 of 121 targets.
         assert m["in_range"] == pytest.approx(57 / 114) and m["beyond"] == pytest.approx(7 / 128)
-        attention = m["attention"]
+        attention = evaluate.attention_metrics(
+            evaluate.attention_tallies(model, tokens, targets, 7), counts["count"])
         got = (attention["on_target"]["in_range"], attention["on_neighbours"]["in_range"],
                attention["on_unseen_distances"]["beyond"])
         assert got == pytest.approx(expected)
