@@ -19,6 +19,8 @@ JOBS     = $(or $(patsubst -j%,%,$(filter -j%,$(MAKEFLAGS))),1)
 THREADS ?= $(shell n=$$(( $(NPROC) / $(JOBS) )); [ $$n -ge 1 ] && echo $$n || echo 1)
 RUN      = OMP_NUM_THREADS=$(THREADS) $(PY)
 COMMON   = --device $(DEVICE) --threads $(THREADS)
+HANDOUT    ?= build/handout
+AUTOGRADER ?= build/autograder.zip
 
 .PHONY: all data test lint problem1 problem2 problem3 p3-runs clean-results \
         seeds seeds-problem1 seeds-problem2 seeds-problem3 bands
@@ -117,6 +119,7 @@ clean-results:
 	rm -f problem*/results/*.pth problem*/results/training_log_*.json \
 	  problem*/results/metrics.json
 
+# BEGIN INSTRUCTORS
 # ----------------------------------------------------------------------- extra seeds
 # Seeds 1-4 of every Problem 1 and 2 run and of four Problem 3 sweep cells, each seed in
 # its own folder problemN/results/seeds/seed{S}/ (seed 0 is the committed run itself).
@@ -158,3 +161,10 @@ $(P3)/seeds/seed%/metrics.json: $(foreach c,$(P3_SEED_CELLS),$(P3)/seeds/seed%/m
 # problemN/results/reference_bands.json: mean, sd, min, max over seed 0 and the extra seeds
 bands:
 	$(PY) -m tools.bands
+
+handout:
+	rm -rf $(HANDOUT) && $(PY) -m provided.handout $(HANDOUT)
+
+autograder:
+	$(PY) -m provided.grade --autograder $(AUTOGRADER)
+# END INSTRUCTORS

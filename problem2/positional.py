@@ -36,17 +36,14 @@ def sinusoidal_table(max_len: int, d_model: int) -> torch.Tensor:
 def shift_rotation(shift: int, d_model: int) -> torch.Tensor:
     """[d_model, d_model] float32 R_s with PE[p + s] = R_s PE[p] for every p.
 
-    From sin(a + b) = sin a cos b + cos a sin b and cos(a + b) = cos a cos b - sin a sin b
-    with a = p omega_i and b = s omega_i, pair i of PE[p + s] is
-
-        [sin((p+s) w)]   [ cos(s w)  sin(s w)] [sin(p w)]
-        [cos((p+s) w)] = [-sin(s w)  cos(s w)] [cos(p w)]
-
-    so R_s is block diagonal with that 2x2 block at rows and columns (2i, 2i+1). It does
-    not depend on p: a fixed linear map takes any position's encoding to the encoding s
-    positions later.
+    R_s is block diagonal: one 2x2 block per pair (2i, 2i+1), at rows and columns 2i and
+    2i+1, and zeros elsewhere. Derive the block from the angle-addition identities for
+    sin and cos; it must not depend on p.
     """
     # BEGIN SOLUTION
+    # sin((p+s)w) = sin(pw) cos(sw) + cos(pw) sin(sw) and cos((p+s)w) = cos(pw) cos(sw)
+    # - sin(pw) sin(sw): pair i of PE[p + s] is [[cos sw, sin sw], [-sin sw, cos sw]] times
+    # pair i of PE[p], the same block for every p.
     angles = shift * _omega(d_model)  # [d/2]
     cos, sin = torch.cos(angles), torch.sin(angles)
     rotation = torch.zeros(d_model, d_model, dtype=torch.float64)
@@ -72,13 +69,13 @@ def apply_rotary(x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
     x: [..., T, d]; positions: [T] (integers or floats). Returns a tensor of x's shape and
     dtype in which pair i at position p is
 
-        (x_2i cos(p theta_i) - x_2i+1 sin(p theta_i),  x_2i sin(p theta_i) + x_2i+1 cos(p theta_i)),
+        (x_2i cos(p theta_i) - x_2i+1 sin(p theta_i),  x_2i sin(p theta_i) + x_2i+1 cos(p theta_i)).
 
-    i.e. the complex number x_2i + j x_2i+1 multiplied by exp(j p theta_i), which is how it
-    is computed (one complex product instead of six strided real ones: several times faster
-    on CPU, forward and backward). No vector is added: a rotated query or key keeps its norm.
+    No vector is added: a rotated query or key keeps its norm.
     """
     # BEGIN SOLUTION
+    # The complex number x_2i + j x_2i+1 times exp(j p theta_i): one complex product instead
+    # of six strided real ones, several times faster on CPU, forward and backward.
     theta = rotary_frequencies(x.shape[-1]).to(device=x.device, dtype=x.dtype)  # [d/2]
     angles = positions.to(device=x.device, dtype=x.dtype)[:, None] * theta  # [T, d/2]
     rotation = torch.complex(torch.cos(angles), torch.sin(angles))  # exp(j p theta_i)

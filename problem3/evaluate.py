@@ -156,7 +156,14 @@ def reason_category(reason: str) -> str:
 
 
 def sample_metrics(samples: list[str], train_canonical: set[str]) -> dict:
-    """Well-formed fraction, validity, uniqueness and novelty (MOSES' definitions)."""
+    """{'num_samples', 'well_formed', 'validity', 'uniqueness', 'novelty'} of a sample set.
+
+    well_formed and validity are fractions of all samples (is_well_formed; canonical(s) is
+    not None). uniqueness = distinct canonical SMILES among the valid / valid; novelty =
+    distinct valid canonical SMILES absent from train_canonical / distinct valid (MOSES'
+    definitions). uniqueness and novelty are None when there is nothing to divide by.
+    """
+    # BEGIN SOLUTION
     canon = [canonical(s) for s in samples]
     valid = [c for c in canon if c is not None]
     distinct = set(valid)
@@ -167,6 +174,7 @@ def sample_metrics(samples: list[str], train_canonical: set[str]) -> dict:
         "uniqueness": len(distinct) / len(valid) if valid else None,
         "novelty": len(distinct - train_canonical) / len(distinct) if distinct else None,
     }
+    # END SOLUTION
 
 
 def in_bin(value: int, bounds: tuple[int, int | None]) -> bool:
@@ -180,7 +188,11 @@ def bin_label(bounds: tuple[int, int | None]) -> str:
 
 
 def breakdown(samples: list[str], key, bins) -> list[dict]:
-    """Per bin of key(sample): the count and the fraction of each outcome."""
+    """One row per bin of key(sample), in the order of bins (inclusive (low, high) bounds,
+    high None for no upper bound): {'bin': bin_label(bounds), 'count': samples in the bin,
+    and for each of OUTCOMES the fraction of the bin's samples with that outcome (None for
+    an empty bin)}."""
+    # BEGIN SOLUTION
     rows = []
     for bounds in bins:
         members = [s for s in samples if in_bin(key(s), bounds)]
@@ -188,6 +200,7 @@ def breakdown(samples: list[str], key, bins) -> list[dict]:
         rows.append({"bin": bin_label(bounds), "count": len(members),
                      **{o: counts[o] / len(members) if members else None for o in OUTCOMES}})
     return rows
+    # END SOLUTION
 
 
 def properties(smiles: list[str]) -> dict:
@@ -212,7 +225,14 @@ def train_canonical_set(train_path: Path, cache_dir: Path) -> set[str]:
 
 # ---------------------------------------------------------------------------- sweep
 def sweep_entry(log: dict) -> dict:
-    """One row of the sweep table from a training log."""
+    """One row of the sweep table from a training log (as train.py writes it).
+
+    Returns {'run', 'norm', 'lr', 'warmup', 'final_val_loss', 'trains': final validation
+    loss below TRAIN_THRESHOLD (False when it is None), 'head_grad_norm_mean_100' and
+    'head_grad_norm_max_100': the mean and maximum of head_grad_norm at the log points of
+    EARLY_STEPS, None unless both points are logged and finite}.
+    """
+    # BEGIN SOLUTION
     config = log["config"]
     early = [r["head_grad_norm"] for r in log["log"] if r["step"] in EARLY_STEPS]
     finite = [g for g in early if g is not None]
@@ -225,6 +245,7 @@ def sweep_entry(log: dict) -> dict:
         "head_grad_norm_mean_100": float(np.mean(finite)) if complete else None,
         "head_grad_norm_max_100": max(finite) if complete else None,
     }
+    # END SOLUTION
 
 
 def unigram_entropy(data_dir: Path) -> float:

@@ -9,8 +9,11 @@ Block, with norm = 'pre' (GPT-2) or 'post' (Vaswani et al.):
 
 Attention is F.scaled_dot_product_attention with a boolean causal mask (True = may attend)
 and no dropout on the attention weights. Every module keeps PyTorch's default
-initialization. For sampling, forward() also takes a key/value cache so that each new
-token costs one position's work instead of re-running the whole prefix.
+initialization.
+
+The kv_cache arguments are an optional extension that the homework does not ask for: with
+it, sampling costs one position's work per new token instead of re-running the prefix. A
+model that ignores kv_cache (and a sampler that never passes it) is just as correct.
 """
 
 import torch
@@ -53,9 +56,9 @@ class Block(nn.Module):
         With kv_cache (a dict, possibly empty), the keys and values of x are appended to
         those cached from earlier calls and x attends to all of them.
         """
+        # BEGIN SOLUTION
         B, T, d = x.shape
         h = self.num_heads
-        # BEGIN SOLUTION
         # One matmul for the three projections: [B, T, 3d] -> three [B, h, T, d/h].
         weight = torch.cat([self.q_proj.weight, self.k_proj.weight, self.v_proj.weight])
         bias = torch.cat([self.q_proj.bias, self.k_proj.bias, self.v_proj.bias])
@@ -85,7 +88,12 @@ class Block(nn.Module):
 
 
 class DecoderLM(nn.Module):
-    """Decoder-only LM: input_ids [B, T] -> next-token logits [B, T, vocab_size]."""
+    """Decoder-only LM: input_ids [B, T] -> next-token logits [B, T, vocab_size].
+
+    Its modules have these names, which train.py and the tests use: tok_emb and pos_emb
+    (nn.Embedding), dropout, blocks (an nn.ModuleList of Block), ln_f (nn.LayerNorm for
+    'pre', nn.Identity for 'post') and head (nn.Linear(d_model, vocab_size)).
+    """
 
     def __init__(self, vocab_size: int, d_model: int = 128, num_layers: int = 4,
                  num_heads: int = 4, d_ff: int = 512, max_len: int = 52,
@@ -106,14 +114,15 @@ class DecoderLM(nn.Module):
                 kv_cache: list[dict] | None = None) -> torch.Tensor:
         """input_ids [B, T] -> logits [B, T, vocab_size].
 
-        kv_cache, a list of one dict per block (empty at the first call), makes the call
+        A sequence longer than max_len raises ValueError. kv_cache (optional, see the module
+        docstring), a list of one dict per block (empty at the first call), makes the call
         incremental: input_ids are then the tokens that follow those already cached.
         """
+        # BEGIN SOLUTION
         B, T = input_ids.shape
         start = 0 if not kv_cache or "k" not in kv_cache[0] else kv_cache[0]["k"].shape[2]
         if start + T > self.max_len:
             raise ValueError(f"sequence of {start + T} positions exceeds max_len {self.max_len}")
-        # BEGIN SOLUTION
         positions = torch.arange(start, start + T, device=input_ids.device)
         x = self.dropout(self.tok_emb(input_ids) + self.pos_emb(positions))
         # New queries sit at positions start..start+T-1 and may see keys 0..their own.

@@ -44,12 +44,22 @@ def generate(model: DecoderLM, vocab: SmilesVocab, num_samples: int, temperature
     samples = []
     for start in range(0, num_samples, batch_size):
         size = min(batch_size, num_samples - start)
-        samples += _generate_batch(model, vocab, size, temperature, max_len,
+        samples += generate_batch(model, vocab, size, temperature, max_len,
                                    torch.device(device), generator)
     return samples
 
 
-def _generate_batch(model, vocab, size, temperature, max_len, device, generator) -> list[str]:
+def generate_batch(model, vocab: SmilesVocab, size: int, temperature: float, max_len: int,
+                   device: torch.device, generator: torch.Generator | None) -> list[str]:
+    """size strings sampled together (generate's work for one batch).
+
+    Every sequence starts at BOS [size, 1]; each step draws the next id of every unfinished
+    sequence from softmax(model(ids)[:, -1] / temperature), drawing with generator (so
+    that the same generator state gives the same strings), until every sequence has
+    produced EOS or holds max_len - 2 tokens after BOS.
+    The rows are decoded with vocab.decode, which stops at EOS. model(input_ids) -> logits
+    [B, T, V] is all that is needed; DecoderLM's optional kv_cache may make it faster.
+    """
     # BEGIN SOLUTION
     ids = torch.full((size, 1), BOS, dtype=torch.long, device=device)
     finished = torch.zeros(size, dtype=torch.bool, device=device)

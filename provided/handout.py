@@ -1,26 +1,42 @@
 """Make the student handout: this repository with every solution region removed.
 
-    python -m provided.handout OUT_DIR
+    python -m provided.handout OUT_DIR                  # the handout (also: make handout)
+    python -m provided.handout OUT_DIR --fill DIR       # ... with DIR's bodies filled in
 
-Every body the students write sits between a `# BEGIN SOLUTION` line and an
-`# END SOLUTION` line (nbgrader's convention). The handout replaces each such region, markers
-included, with `raise NotImplementedError` at the region's indentation, and leaves out the
-committed results and reports. The grading tests then import every module of the handout and
-fail (rather than crash at import) until the students fill the regions in.
+Instructors only: the handout leaves this file out. Every body the students write sits
+between a `# BEGIN SOLUTION` line and an `# END SOLUTION` line (nbgrader's convention),
+inside the function or method it implements. The handout replaces each region, markers
+included, with `raise NotImplementedError`, removes the imports that only the regions
+used, and leaves out what is for instructors only: grading/, tools/, this file and
+provided/grade.py, the reports and results (each problem gets a REPORT.md template
+instead), and the instructors' README, which grading/handout/README.md replaces.
+
+`--fill DIR` then puts the functions of DIR/problemN/*.py (alternative bodies, or a
+student's files) in place of the stripped ones: the way to check that a solution written
+differently from the reference passes. `splice` does that work, and provided/grade.py uses
+it to grade one part at a time.
 """
 
+import ast
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
-from provided.common import REPO_ROOT, ArgumentParser
+from provided.common import REPO_ROOT, ArgumentParser, fail
 
 BEGIN = re.compile(r"^(\s*)# BEGIN SOLUTION\s*$")
 END = re.compile(r"^\s*# END SOLUTION\s*$")
-EXCLUDED = re.compile(r"^problem\d/(results/|REPORT\.md$)")
+# Instructors only: never copied into the handout.
+EXCLUDED = re.compile(r"^(grading/|tools/|\.ci/|INSTRUCTORS\.md$|README\.md$|"
+                      r"provided/(handout|grade)\.py$|problem\d/(results/|REPORT\.md$))")
+HANDOUT_FILES = REPO_ROOT / "grading" / "handout"  # README.md and problemN/REPORT.md
+MAKEFILE_INSTRUCTORS = re.compile(r"^# BEGIN INSTRUCTORS\n.*?^# END INSTRUCTORS\n",
+                                  re.M | re.S)
 
 
+# --------------------------------------------------------------------- solution regions
 def strip_solutions(source: str, name: str = "<source>") -> str:
     """source with each solution region replaced by one `raise NotImplementedError` line."""
     out, indent = [], None
@@ -42,37 +58,177 @@ def strip_solutions(source: str, name: str = "<source>") -> str:
     return "".join(out)
 
 
+def definitions(tree: ast.Module) -> dict[str, ast.AST]:
+    """{qualified name: node} of the functions and classes of a module, methods included
+    ('MultiHeadAttention.forward')."""
+    found = {}
+
+    def walk(node, prefix: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                found[prefix + child.name] = child
+                if isinstance(child, ast.ClassDef):
+                    walk(child, f"{prefix}{child.name}.")
+    walk(tree, "")
+    return found
+
+
+def region_functions(source: str) -> list[str]:
+    """Qualified names of the functions that hold a solution region, in file order."""
+    lines = [number for number, line in enumerate(source.splitlines(), start=1)
+             if BEGIN.match(line)]
+    return [name for name, node in definitions(ast.parse(source)).items()
+            if not isinstance(node, ast.ClassDef)
+            and any(node.lineno <= line <= node.end_lineno for line in lines)]
+
+
+def _span(node: ast.AST) -> tuple[int, int]:
+    """(first line, last line), 1-based and inclusive, decorators included."""
+    first = min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", []))])
+    return first, node.end_lineno
+
+
+def _reindent(lines: list[str], indent: str) -> list[str]:
+    """lines moved to the indentation `indent` (their first line sets the current one)."""
+    current = re.match(r"\s*", lines[0]).group(0)
+    return [indent + line[len(current):] if line.startswith(current) else line
+            for line in lines]
+
+
+def splice(target: str, donor: str, names) -> str:
+    """target's source with the functions `names` (qualified) replaced by donor's.
+
+    The donor's imports come first (a repeated import is harmless), and the donor's other
+    top-level functions, classes and constants that the target lacks follow at the end, so
+    that the transplanted functions find their helpers. A name the donor does not define
+    keeps the target's function.
+    """
+    donor_tree, target_tree = ast.parse(donor), ast.parse(target)
+    donor_defs, target_defs = definitions(donor_tree), definitions(target_tree)
+    donor_lines, lines = donor.splitlines(keepends=True), target.splitlines(keepends=True)
+    for name in sorted((n for n in names if n in donor_defs and n in target_defs),
+                       key=lambda n: -target_defs[n].lineno):  # bottom up: spans stay valid
+        start, end = _span(target_defs[name])
+        d_start, d_end = _span(donor_defs[name])
+        indent = re.match(r"\s*", lines[start - 1]).group(0)
+        lines[start - 1:end] = _reindent(donor_lines[d_start - 1:d_end], indent)
+    imports, helpers = [], []
+    target_names = set(target_defs) | _assigned_names(target_tree)
+    for node in donor_tree.body:
+        if isinstance(node, (ast.Import, ast.ImportFrom)) and node.col_offset == 0:
+            if not (isinstance(node, ast.ImportFrom) and node.module == "__future__"):
+                imports.append(ast.get_source_segment(donor, node) + "\n")
+        elif _top_level_names(node) and not _top_level_names(node) & target_names:
+            start, end = _span(node)
+            helpers.append("\n\n" + "".join(donor_lines[start - 1:end]))
+    body = "".join(lines)
+    return _after_docstring(body, "".join(imports)) + "".join(helpers)
+
+
+def _assigned_names(tree: ast.Module) -> set[str]:
+    return {name for node in tree.body for name in _top_level_names(node)}
+
+
+def _top_level_names(node: ast.AST) -> set[str]:
+    """The names a top-level statement defines (functions, classes, assignments)."""
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return {node.name}
+    if isinstance(node, ast.Assign):
+        return {t.id for t in node.targets if isinstance(t, ast.Name)}
+    if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+        return {node.target.id}
+    return set()
+
+
+def _after_docstring(source: str, text: str) -> str:
+    """source with text inserted after its module docstring and __future__ imports."""
+    if not text:
+        return source
+    tree = ast.parse(source)
+    line = 0
+    for node in tree.body:
+        is_doc = (isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
+                  and isinstance(node.value.value, str))
+        is_future = isinstance(node, ast.ImportFrom) and node.module == "__future__"
+        if (is_doc and node is tree.body[0]) or is_future:
+            line = node.end_lineno
+        else:
+            break
+    lines = source.splitlines(keepends=True)
+    return "".join(lines[:line]) + text + "".join(lines[line:])
+
+
+def solution_files(repo: Path = REPO_ROOT) -> list[str]:
+    """The problem modules that hold solution regions, relative to repo."""
+    return sorted(str(path.relative_to(repo)) for path in repo.glob("problem*/*.py")
+                  if "# BEGIN SOLUTION" in path.read_text())
+
+
+# ------------------------------------------------------------------------------ handout
 def tracked_files(repo: Path) -> list[str]:
     result = subprocess.run(["git", "ls-files"], cwd=repo, capture_output=True, text=True,
                             check=True)
     return result.stdout.split()
 
 
-def make_handout(out_dir: Path, repo: Path = REPO_ROOT) -> int:
-    """Write the handout under out_dir; returns the number of regions removed."""
+def remove_unused_imports(folder: Path) -> None:
+    """ruff's own fix of F401 (unused imports) over the handout's Python files."""
+    subprocess.run([sys.executable, "-m", "ruff", "check", "--quiet", "--fix-only",
+                    "--select", "F401,I001", "--exit-zero", "."], cwd=folder, check=True)
+
+
+def make_handout(out_dir: Path, repo: Path = REPO_ROOT, fill: Path | None = None) -> int:
+    """Write the handout under out_dir; returns the number of regions removed. With fill,
+    the functions of fill/problemN/*.py replace the stripped ones."""
     removed = 0
     for name in tracked_files(repo):
         if EXCLUDED.match(name):
             continue
         target = out_dir / name
         target.parent.mkdir(parents=True, exist_ok=True)
-        if name.endswith(".py") and not name.startswith("tests/"):
-            source = (repo / name).read_text()
-            removed += source.count("# BEGIN SOLUTION")
+        source_path = repo / name
+        if name.endswith(".py") and name.startswith("problem"):
+            source = source_path.read_text()
+            removed += sum(1 for line in source.splitlines() if BEGIN.match(line))
             target.write_text(strip_solutions(source, name))
+        elif name == "Makefile":
+            target.write_text(MAKEFILE_INSTRUCTORS.sub("", source_path.read_text()))
         else:
-            shutil.copy2(repo / name, target)
+            shutil.copy2(source_path, target)
+    for path in HANDOUT_FILES.rglob("*"):
+        if path.is_file():
+            target = out_dir / path.relative_to(HANDOUT_FILES)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(path, target)
+    remove_unused_imports(out_dir)
+    if fill is not None:
+        fill_regions(out_dir, fill)
     return removed
+
+
+def fill_regions(out_dir: Path, fill: Path) -> None:
+    """Put the region functions that fill/problemN/*.py define into the handout's files."""
+    for name in solution_files(REPO_ROOT):
+        donor = fill / name
+        if donor.exists():
+            target = out_dir / name
+            names = region_functions((REPO_ROOT / name).read_text())
+            target.write_text(splice(target.read_text(), donor.read_text(), names))
 
 
 def main(argv=None) -> int:
     parser = ArgumentParser(__doc__)
     parser.add_argument("out_dir", type=Path)
+    parser.add_argument("--fill", type=Path, default=None,
+                        help="a folder with problemN/*.py whose functions fill the regions")
     args = parser.parse_args(argv)
     if args.out_dir.exists() and any(args.out_dir.iterdir()):
-        parser.error(f"{args.out_dir} exists and is not empty")
-    removed = make_handout(args.out_dir)
-    print(f"wrote the handout to {args.out_dir}: {removed} solution regions removed")
+        fail(f"{args.out_dir} exists and is not empty: give a new folder")
+    if args.fill is not None and not args.fill.is_dir():
+        fail(f"--fill {args.fill} is not a folder")
+    removed = make_handout(args.out_dir, fill=args.fill)
+    print(f"wrote the handout to {args.out_dir}: {removed} solution regions removed"
+          + (f", filled from {args.fill}" if args.fill else ""))
     return 0
 
 
