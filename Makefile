@@ -22,7 +22,7 @@ COMMON   = --device $(DEVICE) --threads $(THREADS)
 HANDOUT    ?= build/handout
 AUTOGRADER ?= build/autograder.zip
 
-.PHONY: all data test lint problem1 problem2 problem3 p3-runs clean-results \
+.PHONY: all data test smoke handout autograder lint problem1 problem2 problem3 p3-runs clean-results \
         seeds seeds-problem1 seeds-problem2 seeds-problem3 bands
 .DELETE_ON_ERROR:
 .SECONDARY:  # never delete a run's weights as an "intermediate" file
@@ -49,6 +49,10 @@ data/figures/carries.png: | $(DATA)
 
 test:
 	$(PY) -m pytest
+
+# every script of every problem on tiny data in a scratch folder (about a minute)
+smoke: data/addition/train.csv data/offset/train.npy
+	$(PY) -m provided.smoke
 
 lint:
 	$(PY) -m ruff check .
