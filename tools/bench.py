@@ -1,7 +1,7 @@
 """Training throughput of each problem's model at its prescribed batch.
 
-    python -m provided.bench                 # one thread, a markdown table for the README
-    python -m provided.bench --threads 2 --steps 20
+    python -m tools.bench                    # one thread, a markdown table for the README
+    python -m tools.bench --threads 2 --steps 20
 
 For each model it times full training steps (forward, backward, optimizer), counts the
 model's FLOPs per step with torch's FlopCounterMode (matrix multiplies and attention,
@@ -18,7 +18,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.utils.flop_counter import FlopCounterMode
 
-from provided.common import ArgumentParser
+from provided.common import ArgumentParser, positive_int, script
 
 
 def matmul_rate(size: int = 1024, repeats: int = 10) -> float:
@@ -92,11 +92,10 @@ def lm_loss(ids):
 
 
 def problem3_step():
-    from problem3.model import DecoderLM
-    from problem3.train import MODEL_CONFIG
+    from problem3.config import Config
 
-    return training_step(DecoderLM(25, norm="pre", **MODEL_CONFIG).train(),
-                         lm_loss(torch.randint(3, 25, (128, 52))))
+    model = Config("pre", 1e-3, vocab_size=25).build_model()
+    return training_step(model.train(), lm_loss(torch.randint(3, 25, (128, 52))))
 
 
 class NanoGPTBlock(nn.Module):
@@ -147,10 +146,11 @@ BENCHMARKS = {
 }
 
 
-def main(argv=None) -> list[dict]:
+@script
+def main(argv=None) -> int:
     parser = ArgumentParser(__doc__)
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--steps", type=int, default=10, help="timed steps per model")
+    parser.add_argument("--threads", type=positive_int, default=1)
+    parser.add_argument("--steps", type=positive_int, default=10, help="timed steps per model")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
@@ -168,8 +168,8 @@ def main(argv=None) -> list[dict]:
               f"{flops / seconds / 1e9:.1f} | {flops / seconds / peak:.0%} |", flush=True)
     ours, reference = rows[2]["seconds"], rows[3]["seconds"]
     print(f"\nProblem 3 step time, ours / nanoGPT-style: {ours / reference:.2f}")
-    return rows
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -1,0 +1,263 @@
+"""The grading machinery: splicing, the region map, the handout's contents, the grader.
+
+The full acceptance runs (the reference and the alternative solutions grade 100 %, one part
+filled earns exactly that part) take minutes; `make grade-check` runs them. Here the grader
+runs on single parts only.
+"""
+
+import ast
+import csv
+import json
+import re
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from provided import grade
+from provided.common import REPO_ROOT
+from provided.handout import (
+    definitions,
+    make_handout,
+    region_functions,
+    solution_files,
+    splice,
+    strip_solutions,
+)
+
+pytestmark = pytest.mark.kit
+RUBRIC = grade.load_rubric()
+
+TARGET = '''"""Doc."""
+
+import math
+
+
+def helper(x):
+    return x
+
+
+class A:
+    def f(self, x):
+        """Target f."""
+        raise NotImplementedError
+
+    @staticmethod
+    def g():
+        raise NotImplementedError
+
+
+def h():
+    raise NotImplementedError
+'''
+
+DONOR = '''"""Other doc."""
+
+import torch
+
+SCALE = 3
+
+
+def _mine(x):
+    return x * SCALE
+
+
+def helper(x):
+    return -x
+
+
+class A:
+    def f(self, x):
+        """Donor f."""
+        return _mine(x)
+
+    @staticmethod
+    def g():
+        return torch.zeros(1)
+'''
+
+
+def test_splice_replaces_named_functions_and_brings_their_imports_and_helpers():
+    out = splice(TARGET, DONOR, ["A.f", "A.g", "h"])
+    namespace = {}
+    exec(compile(out, "spliced", "exec"), namespace)
+    assert namespace["A"]().f(2) == 6  # the donor's body, with the donor's helper and constant
+    assert float(namespace["A"].g()[0]) == 0.0  # decorators and the donor's import came along
+    assert namespace["helper"](1) == 1  # not named: the target's own function stays
+    with pytest.raises(NotImplementedError):
+        namespace["h"]()  # the donor has no h: the target's stays
+    assert out.startswith('"""Doc."""\n') and out.count("def helper") == 1
+
+
+def test_splice_keeps_the_target_where_the_donor_defines_nothing():
+    assert splice(TARGET, '"""Empty."""\n', ["A.f"]) == TARGET
+
+
+def test_every_region_belongs_to_exactly_one_part():
+    found = {name: region_functions((REPO_ROOT / name).read_text())
+             for name in solution_files()}
+    assert {name: sorted(functions) for name, functions in found.items()} == {
+        name: sorted(parts) for name, parts in RUBRIC.REGIONS.items()}
+    assert set(p for parts in RUBRIC.REGIONS.values() for p in parts.values()) == set(
+        RUBRIC.PARTS)
+    assert sum(map(len, found.values())) == 48
+
+
+def test_every_part_has_public_and_hidden_tests():
+    done = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q",
+                           "-p", "no:cacheprovider", "tests", "grading/hidden"],
+                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
+    ids = [line for line in done.stdout.splitlines() if "::" in line]
+    tree = {path: ast.parse(path.read_text()) for path in
+            [*REPO_ROOT.glob("tests/test_*.py"), *REPO_ROOT.glob("grading/hidden/test_*.py")]}
+    marked = {part: {str(p.relative_to(REPO_ROOT)) for p, t in tree.items() if part in ast.dump(t)}
+              for part in RUBRIC.PARTS}
+    for part, files in marked.items():
+        assert any(f.startswith("tests/") for f in files), f"{part}: no public tests"
+        assert any(f.startswith("grading/hidden/") for f in files), f"{part}: no hidden tests"
+    assert len(ids) > 200
+
+
+@pytest.fixture(scope="module")
+def handout(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("handout")
+    assert make_handout(out) == 48
+    return out
+
+
+def test_no_reference_body_appears_in_the_handout(handout):
+    """No region body, and no line of code that only a region holds, is anywhere in the
+    handout (a line the provided code also has, like a shared error call, proves nothing)."""
+    text = "\n".join(_normalise(p.read_text()) for p in handout.rglob("*")
+                     if p.is_file() and p.suffix in (".py", ".md", ".txt", ".toml", ".cfg"))
+    provided = "\n".join(_normalise(strip_solutions(p.read_text()))
+                         for p in [*REPO_ROOT.glob("problem*/*.py"),
+                                   *REPO_ROOT.glob("provided/**/*.py")])
+    for name in solution_files():
+        for body in _region_bodies((REPO_ROOT / name).read_text()):
+            assert "\n".join(body) not in text, f"{name}: a whole region body is in the handout"
+            for line in body:
+                if len(line) >= 30 and not line.startswith("#") and line not in provided:
+                    assert line not in text, f"{name}: {line!r} is in the handout"
+
+
+def _normalise(text: str) -> str:
+    return "\n".join(line.strip() for line in text.splitlines() if line.strip())
+
+
+def _region_bodies(source: str) -> list[list[str]]:
+    bodies, current = [], None
+    for line in source.splitlines():
+        if line.strip() == "# BEGIN SOLUTION":
+            current = []
+        elif line.strip() == "# END SOLUTION":
+            bodies.append(current)
+            current = None
+        elif current is not None and line.strip():
+            current.append(line.strip())
+    return bodies
+
+
+def test_the_handout_is_for_students(handout):
+    assert not (handout / "grading").exists() and not (handout / "tools").exists()
+    assert not (handout / "provided" / "grade.py").exists()
+    assert not (handout / "provided" / "handout.py").exists()
+    assert not (handout / "INSTRUCTORS.md").exists()
+    assert not list(handout.glob("problem*/results/*"))
+    readme = (handout / "README.md").read_text()
+    assert readme == (REPO_ROOT / "grading" / "handout" / "README.md").read_text()
+    for n in (1, 2, 3):
+        template = (handout / f"problem{n}" / "REPORT.md").read_text()
+        assert template == (REPO_ROOT / "grading" / "handout" / f"problem{n}" /
+                            "REPORT.md").read_text()
+    assert "BEGIN INSTRUCTORS" not in (handout / "Makefile").read_text()
+    assert not any("# BEGIN SOLUTION" in p.read_text() for p in handout.glob("problem*/*.py"))
+    lint = subprocess.run([sys.executable, "-m", "ruff", "check", "."], cwd=handout,
+                          capture_output=True, text=True)
+    assert lint.returncode == 0, lint.stdout[-3000:]
+
+
+def test_the_student_readme_lists_every_part_with_its_points():
+    readme = (REPO_ROOT / "grading" / "handout" / "README.md").read_text()
+    for part, (_, _, _, points) in RUBRIC.PARTS.items():
+        row = next((line for line in readme.splitlines() if f"-m {part}" in line), None)
+        assert row is not None, f"{part} is not in the student README's table"
+        assert re.search(rf"\|\s*{points}\s*\|", row), f"{part}: {points} points not in {row}"
+
+
+def _fill(handout: Path, out: Path, donor_repo: Path, files: list[str]) -> Path:
+    shutil.copytree(handout, out)
+    for name in files:
+        names = region_functions((REPO_ROOT / name).read_text())
+        target = out / name
+        target.write_text(splice(target.read_text(), (donor_repo / name).read_text(), names))
+    return out
+
+
+def test_one_part_graded_alone(handout, tmp_path):
+    """Filled with the reference dataset of Problem 1 only, the handout earns all of p1a and
+    nothing of p2a; the empty handout earns nothing."""
+    filled = _fill(handout, tmp_path / "filled", REPO_ROOT, ["problem1/dataset.py"])
+    result = grade.grade(filled, ["p1a", "p2a"], jobs=2)
+    by_part = {part: sum(t["score"] for t in result["tests"] if part in t["tags"])
+               for part in ("p1a", "p2a")}
+    assert by_part == {"p1a": pytest.approx(RUBRIC.PARTS["p1a"][3]), "p2a": 0.0}
+    assert {"name", "score", "max_score", "visibility", "output"} <= set(result["tests"][0])
+    assert any(t["visibility"] == "after_published" for t in result["tests"])  # hidden
+    assert result["max_score"] == pytest.approx(RUBRIC.PARTS["p1a"][3] + RUBRIC.PARTS["p2a"][3])
+
+
+def test_a_folder_of_submissions_gives_one_csv(handout, tmp_path, capsys):
+    folder = tmp_path / "submissions"
+    folder.mkdir()
+    shutil.copytree(handout, folder / "empty")
+    _fill(handout, folder / "dataset_done", REPO_ROOT, ["problem1/dataset.py"])
+    (folder / "not_a_repo").mkdir()
+    assert grade.main([str(folder), "--csv", str(tmp_path / "scores.csv"),
+                       "--parts", "p1a"]) == 0
+    rows = list(csv.DictReader(open(tmp_path / "scores.csv")))
+    assert [r["submission"] for r in rows] == ["dataset_done", "empty", "not_a_repo"]
+    assert float(rows[0]["p1a"]) == pytest.approx(RUBRIC.PARTS["p1a"][3])
+    assert float(rows[1]["p1a"]) == 0.0
+
+
+def test_results_json_and_exit_status(handout, tmp_path, capsys):
+    out = tmp_path / "results.json"
+    assert grade.main([str(handout), "--out", str(out), "--parts", "p2a"]) == 0
+    results = json.loads(out.read_text())
+    assert results["score"] == 0 and results["tests"]
+    table = capsys.readouterr().out
+    assert re.search(r"problem2\s+A Offset dataset\s+0\.00\s+3\.00", table), table
+    with pytest.raises(SystemExit):
+        grade.main([str(tmp_path / "nowhere"), "--out", str(out)])
+
+
+def test_band_limits():
+    band = {"mean": 0.9, "sd": 0.01, "min": 0.88, "max": 0.92, "n_seeds": 5}
+    low, high = grade.band_limits(band)  # widened by 2 sd + 1% of the mean: 0.029
+    assert (low, high) == (pytest.approx(0.851), pytest.approx(0.949))
+    flat = {"mean": 1.0, "sd": 0.0, "min": 1.0, "max": 1.0, "n_seeds": 5}
+    assert grade.band_limits(flat)[0] == pytest.approx(0.99)
+
+
+def test_autograder_zip(tmp_path):
+    path = tmp_path / "autograder.zip"
+    grade.build_autograder(path)
+    names = zipfile.ZipFile(path).namelist()
+    assert "setup.sh" in names and "run_autograder" in names
+    assert "source/provided/grade.py" in names and "source/grading/rubric.py" in names
+    assert any(n.startswith("source/grading/hidden/") for n in names)
+    assert not any("/results/" in n and not n.endswith("reference_bands.json") for n in names)
+    assert not any(n.startswith("source/data/") or n.endswith(".pth") for n in names)
+
+
+def test_strip_then_fill_with_the_reference_gives_the_reference_functions():
+    for name in solution_files():
+        source = (REPO_ROOT / name).read_text()
+        filled = splice(strip_solutions(source), source, region_functions(source))
+        ref, got = definitions(ast.parse(source)), definitions(ast.parse(filled))
+        for function in region_functions(source):
+            assert ast.dump(got[function]) == ast.dump(ref[function]), (name, function)
