@@ -207,21 +207,34 @@ def grade_results(submission: Path, rubric) -> list[dict]:
             continue
         bands = read_json(bands_path)
         checks = [(run, q, band) for run, quantities in bands.items()
-                  for q, band in quantities.items() if band["n_seeds"] and run in submitted]
+                  for q, band in quantities.items() if run in submitted]
         for run, quantity, band in checks:
             value = submitted[run].get(quantity)
-            low, high = band_limits(band)
-            inside = value is not None and low <= value <= high
+            inside, accepted = in_band(value, band)
             entries.append({
                 "name": f"{problem} results: {run} {quantity}",
                 "score": points / len(checks) if inside else 0.0,
                 "max_score": points / len(checks), "visibility": "visible",
                 "tags": [f"{problem}-results"],
-                "output": f"yours {value}; reference {band['mean']:.4g} +- "
-                          f"{band['sd'] or 0:.2g} over {band['n_seeds']} seeds, range "
-                          f"[{band['min']:.4g}, {band['max']:.4g}]; accepted [{low:.4g}, "
-                          f"{high:.4g}]"})
+                "output": f"yours {value}; reference: {accepted}"})
     return entries
+
+
+def in_band(value, band: dict) -> tuple[bool, str]:
+    """(whether value is accepted, the band in words). None (e.g. steps_to_95 never reached)
+    is accepted when some reference seed had None too."""
+    missing = band.get("missing", [])
+    words = f"{band['n_seeds'] + len(missing)} seeds"
+    if missing:
+        words += f", {len(missing)} of them without a value (e.g. never reached)"
+    if not band["n_seeds"]:
+        return value is None, words
+    low, high = band_limits(band)
+    words += (f"; mean {band['mean']:.4g}, sd {band['sd'] or 0:.2g}, range "
+              f"[{band['min']:.4g}, {band['max']:.4g}]; accepted [{low:.4g}, {high:.4g}]")
+    if value is None:
+        return bool(missing), words
+    return low <= value <= high, words
 
 
 def band_limits(band: dict) -> tuple[float, float]:

@@ -241,6 +241,13 @@ def test_band_limits():
     assert (low, high) == (pytest.approx(0.851), pytest.approx(0.949))
     flat = {"mean": 1.0, "sd": 0.0, "min": 1.0, "max": 1.0, "n_seeds": 5}
     assert grade.band_limits(flat)[0] == pytest.approx(0.99)
+    assert grade.in_band(0.9, band)[0] and not grade.in_band(0.95, band)[0]
+    assert not grade.in_band(None, band)[0]  # no seed lacked the value
+    sometimes = {**band, "n_seeds": 3, "missing": [1, 4]}  # e.g. steps_to_95 never reached
+    assert grade.in_band(None, sometimes)[0] and grade.in_band(0.9, sometimes)[0]
+    never = {"mean": None, "sd": None, "min": None, "max": None, "n_seeds": 0,
+             "missing": [0, 1]}
+    assert grade.in_band(None, never)[0] and not grade.in_band(500, never)[0]
 
 
 def test_autograder_zip(tmp_path):
@@ -261,3 +268,11 @@ def test_strip_then_fill_with_the_reference_gives_the_reference_functions():
         ref, got = definitions(ast.parse(source)), definitions(ast.parse(filled))
         for function in region_functions(source):
             assert ast.dump(got[function]) == ast.dump(ref[function]), (name, function)
+
+
+def test_the_reference_results_lie_inside_their_own_bands():
+    entries = grade.grade_results(REPO_ROOT, RUBRIC)
+    if not entries:
+        pytest.skip("no reference_bands.json yet (make seeds)")
+    outside = [e["name"] + ": " + e["output"] for e in entries if e["score"] < e["max_score"]]
+    assert not outside, outside
