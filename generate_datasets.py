@@ -24,7 +24,13 @@ from pathlib import Path
 
 import numpy as np
 
-from provided.common import DATA_DIR, ArgumentParser, atomic_write_text
+from provided.common import (
+    DATA_DIR,
+    ArgumentParser,
+    atomic_write_bytes,
+    atomic_write_text,
+    script,
+)
 from provided.smiles import tokenize
 
 SEED = 641
@@ -35,6 +41,7 @@ OFFSET_VOCAB = 16
 MOSES_WHEEL = "molsets==0.3.1"
 MOSES_MEMBER = "moses/dataset/data/train.csv.gz"
 MOSES_TRAIN_ROWS = 1_584_663
+MOSES_KEPT = 1_584_424  # the rows of the train split that keep_smiles keeps (all distinct)
 SMILES_VOCAB = frozenset("# ( ) - 1 2 3 4 5 = Br C Cl F N O S [nH] c n o s".split())
 SMILES_MIN_TOKENS, SMILES_MAX_TOKENS = 13, 50
 SMILES_SPLITS = {"train": 100_000, "val": 10_000}
@@ -78,12 +85,9 @@ def offset_arrays(shapes: dict[str, tuple[int, int]] = OFFSET_SHAPES, seed: int 
 
 def write_offset(data_dir: Path, shapes: dict[str, tuple[int, int]] = OFFSET_SHAPES) -> None:
     for split, array in offset_arrays(shapes).items():
-        path = data_dir / "offset" / f"{split}.npy"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.tmp")
-        with open(tmp, "wb") as f:
-            np.save(f, array.astype(np.int64))
-        tmp.replace(path)
+        buffer = io.BytesIO()
+        np.save(buffer, array.astype(np.int64))
+        atomic_write_bytes(data_dir / "offset" / f"{split}.npy", buffer.getvalue())
 
 
 # ------------------------------------------------------------------------------- smiles
@@ -111,15 +115,20 @@ def download_moses_csv(cache_dir: Path) -> bytes:
                            f"deleted, run the command again to download it anew") from err
 
 
-def read_moses_csv(raw: bytes) -> list[str]:
-    """SMILES strings of a MOSES CSV (gzipped or plain), from its SMILES column."""
+def read_moses_csv(raw: bytes, source: str = "the MOSES CSV") -> list[str]:
+    """SMILES strings of a MOSES CSV (gzipped or plain), from its SMILES column. source
+    names the file in the messages."""
     try:
         text = gzip.decompress(raw).decode() if raw[:2] == b"\x1f\x8b" else raw.decode()
     except (OSError, EOFError, UnicodeDecodeError) as err:
-        raise DatasetError(f"the MOSES CSV is corrupt or truncated ({err})") from err
+        raise DatasetError(f"{source} is corrupt or truncated ({err})") from err
+    if not text.strip():
+        raise DatasetError(f"{source} is empty: it should be MOSES' train split (a SMILES "
+                           f"column of {MOSES_TRAIN_ROWS} rows)")
     reader = csv.DictReader(io.StringIO(text))
     if not reader.fieldnames or "SMILES" not in reader.fieldnames:
-        raise DatasetError(f"the MOSES CSV has no SMILES column (header: {reader.fieldnames})")
+        raise DatasetError(f"{source} has no SMILES column (header: {reader.fieldnames}); "
+                           "it should be MOSES' train split")
     return [row["SMILES"] for row in reader]
 
 
@@ -134,13 +143,19 @@ def keep_smiles(smiles: str) -> bool:
 
 
 def subsample_smiles(strings: list[str], splits: dict[str, int] = SMILES_SPLITS,
-                     seed: int = SEED) -> dict[str, list[str]]:
+                     seed: int = SEED, source: str = "the MOSES CSV") -> dict[str, list[str]]:
     """Filter, deduplicate (first occurrence kept), then draw a seeded subsample."""
-    kept = list(dict.fromkeys(s for s in strings if keep_smiles(s)))
+    return subsample_kept([s for s in strings if keep_smiles(s)], splits, seed, source)
+
+
+def subsample_kept(kept: list[str], splits: dict[str, int] = SMILES_SPLITS, seed: int = SEED,
+                   source: str = "the MOSES CSV") -> dict[str, list[str]]:
+    """subsample_smiles on strings that already passed keep_smiles."""
+    kept = list(dict.fromkeys(kept))
     total = sum(splits.values())
     if len(kept) < total:
-        raise DatasetError(f"only {len(kept)} SMILES pass the filter, {total} are needed; the "
-                           f"MOSES CSV is too short or not the train split")
+        raise DatasetError(f"only {len(kept)} SMILES pass the filter, {total} are needed; "
+                           f"{source} is too short or not the train split")
     chosen = np.random.default_rng(seed).choice(len(kept), size=total, replace=False)
     out, start = {}, 0
     for split, count in splits.items():
@@ -151,17 +166,34 @@ def subsample_smiles(strings: list[str], splits: dict[str, int] = SMILES_SPLITS,
 
 def write_smiles(data_dir: Path, moses_csv: Path | None = None,
                  splits: dict[str, int] = SMILES_SPLITS) -> None:
+    """The SMILES splits, from --moses_csv or the download, each checked like the other: the
+    SMILES column, MOSES_TRAIN_ROWS rows and MOSES_KEPT kept by the filter (the last two only
+    for the homework's split sizes), before any file is written."""
     if moses_csv is not None:
-        if not moses_csv.exists():
-            raise DatasetError(f"--moses_csv {moses_csv} does not exist")
-        strings = read_moses_csv(moses_csv.read_bytes())
+        if not moses_csv.is_file():
+            raise DatasetError(f"--moses_csv {moses_csv} does not exist or is not a file")
+        source = f"--moses_csv {moses_csv}"
+        fix = (f"pass the whole train split ({MOSES_MEMBER} of the {MOSES_WHEEL} wheel), or "
+               "leave out --moses_csv to download it")
+        strings = read_moses_csv(moses_csv.read_bytes(), source)
     else:
-        strings = read_moses_csv(download_moses_csv(data_dir / "cache"))
+        source, fix = "the downloaded MOSES train split", f"delete {data_dir / 'cache'} and retry"
+        strings = read_moses_csv(download_moses_csv(data_dir / "cache"), source)
         if len(strings) != MOSES_TRAIN_ROWS:
             raise DatasetError(f"the MOSES train split has {len(strings)} rows, expected "
                                f"{MOSES_TRAIN_ROWS}; delete {data_dir / 'cache'} and retry")
     print(f"filtering {len(strings):,} MOSES strings ...", flush=True)
-    for split, lines in subsample_smiles(strings, splits).items():
+    kept = [s for s in strings if keep_smiles(s)]
+    chosen = subsample_kept(kept, splits, source=source)
+    if splits == SMILES_SPLITS:  # the homework's sizes: the input must be the whole split
+        if len(strings) != MOSES_TRAIN_ROWS:
+            raise DatasetError(f"{source} has {len(strings)} rows, expected "
+                               f"{MOSES_TRAIN_ROWS} (MOSES' train split): it is truncated or "
+                               f"another file; {fix}")
+        if len(kept) != MOSES_KEPT:
+            raise DatasetError(f"{len(kept)} rows of {source} pass the filter, expected "
+                               f"{MOSES_KEPT} (MOSES' train split): it is another file; {fix}")
+    for split, lines in chosen.items():
         atomic_write_text(data_dir / "smiles" / f"{split}.txt", "\n".join(lines) + "\n")
 
 
@@ -192,6 +224,7 @@ OUTPUTS = {
 }
 
 
+@script
 def main(argv=None) -> int:
     parser = ArgumentParser(__doc__)
     parser.add_argument("--data_dir", type=Path, default=DATA_DIR)

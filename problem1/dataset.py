@@ -31,13 +31,32 @@ SPLITS = ("train", "val", "test")
 
 
 def read_pairs(path: Path) -> np.ndarray:
-    """The operand pairs of one split's CSV file (header `a,b`), as an int64 array [N, 2]."""
+    """The operand pairs of one split's CSV file (header `a,b`), as an int64 array [N, 2].
+
+    A bad row (not two integers, or an operand outside 0..999) raises ValueError naming the
+    file, the row's line number in the file (the header is line 1) and the row itself.
+    """
+    fix = "run `python generate_datasets.py --only addition --force`"
     with open(path) as f:
-        header = f.readline().strip()
+        lines = f.read().rstrip().splitlines()  # blank lines at the very end do not count
+    header = lines[0].strip() if lines else ""
     if header != "a,b":
-        raise ValueError(f"{path}: expected the header 'a,b', found {header!r}; "
-                         "run `python generate_datasets.py --only addition --force`")
-    return np.loadtxt(path, delimiter=",", skiprows=1, dtype=np.int64, ndmin=2)
+        raise ValueError(f"{path}: expected the header 'a,b', found {header!r}; {fix}")
+    pairs = []
+    for number, line in enumerate(lines[1:], start=2):
+        fields = line.split(",")
+        try:
+            if len(fields) != 2:
+                raise ValueError
+            a, b = int(fields[0]), int(fields[1])
+        except ValueError:
+            raise ValueError(f"{path}, line {number}: expected two integers a,b, found "
+                             f"{line!r}; {fix}") from None
+        if not (0 <= a <= 999 and 0 <= b <= 999):
+            raise ValueError(f"{path}, line {number}: operands must lie in 0..999, found "
+                             f"{line!r}; {fix}")
+        pairs.append((a, b))
+    return np.array(pairs, dtype=np.int64).reshape(-1, 2)
 
 
 class AdditionDataset(Dataset):
@@ -45,6 +64,10 @@ class AdditionDataset(Dataset):
 
     data_dir is the repository's data folder; the split is read from
     data_dir/addition/{split}.csv. max_pairs keeps the first max_pairs pairs (None: all).
+    The items are also held whole, as the attributes .src [N, 7], .tgt_in [N, 4] and
+    .tgt_out [N, 4] (long tensors, row i = item i), which training and evaluation index.
+    A digit_order other than 'forward' or 'reversed', or a split other than 'train', 'val'
+    or 'test', raises ValueError; a missing file raises FileNotFoundError.
     """
 
     def __init__(self, data_dir, split: str, digit_order: str = "forward", max_pairs=None):

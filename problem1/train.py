@@ -17,30 +17,39 @@ shortened run also validates after its last step.
 import argparse
 import time
 from dataclasses import asdict
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 from tqdm import tqdm
 
 from problem1.config import PRESCRIBED, THRESHOLD, TRAIN_SIZES, Config
-from problem1.dataset import DIGIT_ORDERS, AdditionDataset
+from problem1.dataset import DIGIT_ORDERS, AdditionDataset, read_pairs
 from problem1.model import score_predictions
 from provided.common import (
     ArgumentParser,
     add_common_args,
+    checkpoint_bytes,
     explicit_results_dir,
     fail,
+    json_bytes,
+    missing_data_message,
     positive_int,
-    save_checkpoint,
     script,
     setup,
     unfinished,
     write_json,
+    write_results,
 )
 
 
 def batch_indices(num_items: int, batch_size: int, generator: torch.Generator):
-    """Endless stream of [batch_size] index tensors: shuffled passes over range(num_items)."""
+    """Endless stream of [batch_size] index tensors: shuffled passes over range(num_items).
+
+    ValueError if num_items or batch_size is below 1 (there would be no batch to draw)."""
+    if num_items < 1 or batch_size < 1:
+        raise ValueError(f"batch_indices needs num_items >= 1 and batch_size >= 1, got "
+                         f"{num_items} and {batch_size}")
     pending = torch.empty(0, dtype=torch.long)
     while True:
         while len(pending) < batch_size:
@@ -106,14 +115,32 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 
 def load_data(args) -> tuple[AdditionDataset, AdditionDataset]:
-    """The training pairs and the validation split, or one line saying what is wrong."""
+    """The training pairs and the validation split, or one line saying what is wrong: a
+    missing or bad data file (named, with the line), or a --train_size beyond the pairs of
+    the training split."""
+    paths = {split: args.data_dir / "addition" / f"{split}.csv" for split in ("train", "val")}
+    try:
+        counts = {split: len(read_pairs(path)) for split, path in paths.items()}
+    except FileNotFoundError as err:
+        fail(missing_data_message(Path(err.filename or paths["train"])))
+    except ValueError as err:
+        fail(f"the data file is wrong: {err}")
+    if not 1 <= args.train_size <= counts["train"]:
+        fail(f"--train_size {args.train_size} is out of range: {paths['train']} holds "
+             f"{counts['train']} pairs (the homework uses {', '.join(map(str, TRAIN_SIZES))})")
+    if counts["val"] == 0:
+        fail(f"{paths['val']} holds no pairs: run `python generate_datasets.py --only "
+             "addition --force`")
     try:
         train = AdditionDataset(args.data_dir, "train", args.digit_order, args.train_size)
         val = AdditionDataset(args.data_dir, "val", args.digit_order)
     except FileNotFoundError as err:
         fail(str(err))
     except ValueError as err:
-        fail(f"--train_size {args.train_size} or the data is wrong: {err}")
+        fail(f"the data is wrong: {err}")
+    if len(train) != args.train_size:
+        fail(f"AdditionDataset(max_pairs={args.train_size}) holds {len(train)} pairs, not "
+             f"{args.train_size}: it must keep the first max_pairs pairs of {paths['train']}")
     return train, val
 
 
@@ -146,8 +173,8 @@ def main(argv=None) -> int:
             losses = []
             write_json(unfinished(log_path), training_log(config, log))  # to watch a run
             progress.set_postfix(loss=f"{log[-1]['train_loss']:.3f}", val_exact=f"{exact:.3f}")
-    write_json(log_path, training_log(config, log))
-    save_checkpoint(args.results_dir / f"model_{run}.pth", config, model)
+    write_results({log_path: json_bytes(training_log(config, log)),  # both or neither
+                   args.results_dir / f"model_{run}.pth": checkpoint_bytes(config, model)})
     unfinished(log_path).unlink(missing_ok=True)
     print(f"{run}: steps_to_95 = {steps_to_95(log)}; wrote {log_path} and "
           f"model_{run}.pth in {time.perf_counter() - start:.0f} s")

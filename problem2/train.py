@@ -23,19 +23,20 @@ import torch.nn.functional as F
 from tqdm import tqdm
 
 from problem2.config import Config, build_model
-from problem2.dataset import IGNORE_INDEX, OffsetDataset
+from problem2.dataset import IGNORE_INDEX, SPLITS, OffsetDataset, check_offset_split
 from problem2.model import POSITIONS
 from provided.common import (
     EVAL_BATCH_SIZE,
     ArgumentParser,
     add_common_args,
+    checkpoint_bytes,
     explicit_results_dir,
     fail,
+    json_bytes,
     positive_int,
-    save_checkpoint,
     script,
     setup,
-    write_json,
+    write_results,
 )
 
 
@@ -57,7 +58,10 @@ def loss_and_correct(logits: torch.Tensor, targets: torch.Tensor):
 @torch.no_grad()
 def evaluate_split(model, tokens: torch.Tensor, targets: torch.Tensor,
                    batch_size: int = EVAL_BATCH_SIZE) -> dict:
-    """{'loss', 'accuracy'} over the positions with a target of tokens/targets [N, T]."""
+    """{'loss', 'accuracy'} over the positions with a target of tokens/targets [N, T]:
+    the cross-entropy summed over those positions and divided by their number, and the
+    fraction of them whose argmax is the target (pooled over every batch, not averaged per
+    batch). Runs the model in eval mode, batch_size sequences at a time."""
     # BEGIN SOLUTION
     model.eval()
     loss_sum, correct, count = 0.0, 0, 0
@@ -144,6 +148,8 @@ def parse_args(argv=None) -> argparse.Namespace:
 def load_data(args) -> tuple[OffsetDataset, OffsetDataset]:
     """The training and test splits, or one line saying what is wrong."""
     try:
+        for split in SPLITS:
+            check_offset_split(args.data_dir, split)  # a bad file stops before any work
         return (OffsetDataset(args.data_dir, "train", k=Config.k),
                 OffsetDataset(args.data_dir, "test", k=Config.k))
     except (FileNotFoundError, ValueError) as err:
@@ -163,8 +169,8 @@ def main(argv=None) -> int:
     start = time.perf_counter()
     log, model = train(config, train_set, test_set, device)
     log_path = args.results_dir / f"training_log_{config.run}.json"
-    write_json(log_path, log)
-    save_checkpoint(args.results_dir / f"model_{config.run}.pth", config, model)
+    write_results({log_path: json_bytes(log),  # both or neither
+                   args.results_dir / f"model_{config.run}.pth": checkpoint_bytes(config, model)})
     print(f"[{config.run}] done in {time.perf_counter() - start:.1f} s; wrote {log_path}")
     return 0
 

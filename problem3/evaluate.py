@@ -32,7 +32,13 @@ from rdkit import Chem, RDLogger
 from rdkit.Chem import QED, Descriptors
 
 from problem3.config import TRAIN_THRESHOLD, load_model
-from problem3.dataset import IGNORE_INDEX, SmilesDataset, build_vocab, read_smiles
+from problem3.dataset import (
+    IGNORE_INDEX,
+    SmilesDataset,
+    build_vocab,
+    locate_smiles_error,
+    read_smiles,
+)
 
 # generate() is the homework's Part D and lives in sample.py, so sampling comes from there.
 from problem3.sample import sample_run
@@ -251,7 +257,11 @@ def sweep_entry(log: dict) -> dict:
 def unigram_entropy(data_dir: Path) -> float:
     """Cross-entropy (nats per token) of predicting every validation target from the
     validation set's own token frequencies: the loss of a model that ignores its context."""
-    vocab = build_vocab(data_dir / "smiles" / "train.txt")
+    train_path = data_dir / "smiles" / "train.txt"
+    try:
+        vocab = build_vocab(train_path)
+    except ValueError as err:  # tokenize's message has no line number: find the line
+        raise ValueError(locate_smiles_error(train_path, err)) from None
     targets = SmilesDataset(data_dir / "smiles" / "val.txt", vocab).targets
     counts = torch.bincount(targets[targets != IGNORE_INDEX], minlength=len(vocab)).double()
     p = counts[counts > 0] / counts.sum()

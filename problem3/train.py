@@ -33,16 +33,18 @@ from problem3.config import (
     checkpoint_extras,
     differences,
 )
-from problem3.dataset import IGNORE_INDEX, SmilesDataset, build_vocab
+from problem3.dataset import IGNORE_INDEX, SmilesDataset, build_vocab, locate_smiles_error
 from problem3.model import NORMS
 from provided.common import (
     EVAL_BATCH_SIZE,
     ArgumentParser,
     BadFileError,
     add_common_args,
+    checkpoint_bytes,
     explicit_results_dir,
     fail,
     file_fingerprint,
+    json_bytes,
     load_checkpoint,
     missing_data_message,
     non_negative_int,
@@ -50,13 +52,14 @@ from provided.common import (
     save_checkpoint,
     script,
     setup,
-    write_json,
+    write_results,
 )
 from provided.smiles import SmilesVocab
 
 
 def lr_at_step(step: int, peak_lr: float, warmup: int) -> float:
-    """Learning rate at step (numbered from 1): linear from 0 to peak over warmup steps."""
+    """Learning rate at step (numbered from 1): linear from 0 to peak over warmup steps,
+    peak_lr * min(1, step / warmup), then the peak; with warmup 0, the peak from step 1."""
     # BEGIN SOLUTION
     if warmup <= 0:
         return peak_lr
@@ -82,7 +85,10 @@ def batch_indices(step: int, num_examples: int, batch_size: int, seed: int) -> t
 
 
 def train_step(model, optimizer, inputs, targets, lr: float) -> tuple[float, float, float]:
-    """One optimizer step; returns (loss, head_grad_norm, total_grad_norm), norms before
+    """One optimizer step at learning rate lr (set on every parameter group) on the mean
+    cross-entropy over the targets other than IGNORE_INDEX, with the gradients clipped to
+    total norm CLIP_NORM. Returns (loss, head_grad_norm, total_grad_norm): the L2 norms of
+    the gradient of the output head's weight and of all parameters together, both before
     clipping. Non-finite values are returned as they are; the step is taken regardless."""
     # BEGIN SOLUTION
     for group in optimizer.param_groups:
@@ -159,7 +165,7 @@ def load_data(data_dir: Path, batch_size: int):
         vocab = build_vocab(paths["train"])
         train_set = SmilesDataset(paths["train"], vocab)
     except ValueError as err:
-        fail(f"{paths['train']}: {err}" if str(paths["train"]) not in str(err) else str(err))
+        fail(locate_smiles_error(paths["train"], err))
     if len(train_set) < batch_size:
         fail(f"{paths['train']} has {len(train_set)} strings, fewer than one batch of "
              f"{batch_size}: regenerate it with `python generate_datasets.py --only smiles "
@@ -266,9 +272,9 @@ def main(argv=None) -> int:
                             rng=rng_state(device), log=log, data=data, **extras)
 
     log["final_val_loss"] = log["val"][-1]["val_loss"] if log["val"] else None
-    write_json(out / f"training_log_{run}.json", log)
-    save_checkpoint(out / f"model_{run}.pth", config, model,
-                    **checkpoint_extras(vocab, config.steps))
+    write_results({out / f"training_log_{run}.json": json_bytes(log),  # both or neither
+                   out / f"model_{run}.pth": checkpoint_bytes(
+                       config, model, **checkpoint_extras(vocab, config.steps))})
     resume_path.unlink(missing_ok=True)
     print(f"{run}: final validation loss {log['final_val_loss']}; wrote "
           f"{out / f'training_log_{run}.json'}")

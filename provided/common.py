@@ -237,9 +237,17 @@ def atomic_write_text(path: Path, text: str) -> None:
             f.write(text)
         os.chmod(tmp, 0o644)  # mkstemp's files are owner-only
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as err:
         Path(tmp).unlink(missing_ok=True)
+        name_the_file(err, path)
         raise
+
+
+def name_the_file(err: BaseException, path: Path) -> None:
+    """Give an OSError without a file name (a failed write: a full disk) the name of the
+    result it was writing, so that its one line says which file was not written."""
+    if isinstance(err, OSError) and err.filename is None:
+        err.filename = str(path)
 
 
 def write_json(path: Path, obj) -> None:
@@ -281,8 +289,9 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
             f.write(data)
         os.chmod(tmp, 0o644)  # mkstemp's files are owner-only
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as err:
         Path(tmp).unlink(missing_ok=True)
+        name_the_file(err, path)
         raise
 
 
@@ -300,6 +309,44 @@ def save_checkpoint(path: Path, config, model: torch.nn.Module, **extra) -> None
     if dataclasses.is_dataclass(config):
         config = dataclasses.asdict(config)
     atomic_torch_save({"config": config, "model": model.state_dict(), **extra}, path)
+
+
+def json_bytes(obj) -> bytes:
+    """What write_json writes, as bytes (for write_results)."""
+    return (json.dumps(to_strict_json(obj), indent=2, allow_nan=False) + "\n").encode()
+
+
+def checkpoint_bytes(config, model: torch.nn.Module, **extra) -> bytes:
+    """What save_checkpoint writes, as bytes (for write_results)."""
+    if dataclasses.is_dataclass(config):
+        config = dataclasses.asdict(config)
+    buffer = io.BytesIO()
+    torch.save({"config": config, "model": model.state_dict(), **extra}, buffer)
+    return buffer.getvalue()
+
+
+def write_results(files: dict) -> None:
+    """Write the results of one run ({path: bytes}, e.g. its log and its weights) together:
+    every file to a temporary file beside it first, and only then all renamed into place, so
+    that a failure while writing (a full disk, Ctrl-C) leaves every previous file as it was
+    and a new log never sits beside the previous run's weights."""
+    staged, path = [], None
+    try:
+        for path, data in files.items():
+            path = Path(path)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+            staged.append((tmp, path))
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+            os.chmod(tmp, 0o644)  # mkstemp's files are owner-only
+        for tmp, path in staged:  # renames: they do not fail for want of space
+            os.replace(tmp, path)
+    except BaseException as err:
+        for tmp, _ in staged:
+            Path(tmp).unlink(missing_ok=True)
+        name_the_file(err, path)
+        raise
 
 
 def load_checkpoint(path: Path, device, trusted: bool = False) -> dict:

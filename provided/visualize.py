@@ -11,9 +11,18 @@ data/figures/ for the datasets (the one committed folder of data/).
 import importlib
 from pathlib import Path
 
-from provided.common import DATA_DIR, REPO_ROOT, ArgumentParser, fail
+from provided.common import DATA_DIR, REPO_ROOT, ArgumentParser, BadFileError, fail, script
 
 TARGETS = ("data", "problem1", "problem2", "problem3")
+RUN_FIRST = {  # what writes the files each target draws
+    "data": "`python generate_datasets.py`",
+    "problem1": "`python -m problem1.train --digit_order ... --train_size ...` and then "
+                "`python -m problem1.evaluate`",
+    "problem2": "`python -m problem2.train --position ...` for each scheme and then "
+                "`python -m problem2.evaluate`",
+    "problem3": "`python -m problem3.train --norm ... --lr ... --warmup ...` and then "
+                "`python -m problem3.evaluate`",
+}
 
 
 def default_dirs(target: str) -> tuple[Path, Path]:
@@ -24,6 +33,7 @@ def default_dirs(target: str) -> tuple[Path, Path]:
     return results, results / "figures"
 
 
+@script
 def main(argv=None) -> int:
     parser = ArgumentParser(__doc__)
     parser.add_argument("target", choices=TARGETS)
@@ -42,7 +52,17 @@ def main(argv=None) -> int:
     matplotlib.use("Agg")
     module = importlib.import_module(f"provided.plots.{args.target}")
     out_dir.mkdir(parents=True, exist_ok=True)
-    for path in module.make_figures(input_dir, out_dir):
+    try:
+        paths = module.make_figures(input_dir, out_dir)
+    except BadFileError as err:  # a corrupt or truncated file, named in the message
+        fail(str(err))
+    except (KeyError, IndexError, TypeError) as err:  # valid JSON of another shape
+        fail(f"a file in {input_dir} lacks what the {args.target} figures need "
+             f"({type(err).__name__}: {err}): re-run {RUN_FIRST[args.target]}")
+    if not paths:
+        fail(f"nothing to draw in {input_dir}: run {RUN_FIRST[args.target]} first (see the "
+             "README)")
+    for path in paths:
         print(f"wrote {path}")
     return 0
 

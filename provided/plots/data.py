@@ -6,6 +6,7 @@ from pathlib import Path
 
 import matplotlib.pyplot as plt
 
+from provided.common import BadFileError
 from provided.plots.style import save_figure, save_image
 
 
@@ -20,8 +21,14 @@ def carries(a: int, b: int) -> int:
 
 
 def carries_figure(data_dir: Path, out_dir: Path) -> Path:
-    with open(data_dir / "addition" / "train.csv") as f:
-        pairs = [(int(row["a"]), int(row["b"])) for row in csv.DictReader(f)]
+    path = data_dir / "addition" / "train.csv"
+    with open(path) as f:
+        try:
+            pairs = [(int(row["a"]), int(row["b"])) for row in csv.DictReader(f)]
+        except (KeyError, TypeError, ValueError) as err:
+            raise BadFileError(f"{path} is not an addition CSV (a,b rows of integers; "
+                               f"{type(err).__name__}: {err}): run `python generate_datasets.py "
+                               "--only addition --force`") from None
     counts = Counter(carries(a, b) for a, b in pairs)
     xs = range(4)
     fig, ax = plt.subplots(figsize=(4.5, 3.2))
@@ -51,6 +58,4 @@ def make_figures(data_dir: Path, out_dir: Path) -> list[Path]:
         paths.append(carries_figure(data_dir, out_dir))
     if (data_dir / "smiles" / "train.txt").exists():
         paths.append(molecules_figure(data_dir, out_dir))
-    if not paths:
-        raise SystemExit(f"error: no datasets in {data_dir}: run `python generate_datasets.py`")
-    return paths
+    return paths  # none: visualize.py says what to run first
