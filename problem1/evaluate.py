@@ -133,8 +133,8 @@ def mean_attention_maps(model, dataset, device=None) -> dict:
     """Mean attention weights over the split, the decoder fed its own greedy predictions.
 
     Returns {'encoder': [layers, h, 7, 7] self-attention, 'decoder_self': [layers, h, 4, 4],
-    'decoder_cross': [layers, h, 4, 7]}: row j of a decoder map is output step j, column i of
-    a cross map source position i.
+    'decoder_cross': [layers, h, 4, 7]}, float tensors on the CPU: row j of a decoder map is
+    output step j, column i of a cross map source position i.
     """
     # BEGIN SOLUTION
     device = device or next(model.parameters()).device
@@ -161,11 +161,14 @@ def carries(src) -> torch.Tensor:
     return count
 
 
-def breakdown(predicted, dataset) -> dict:
+def breakdown(predicted, dataset, digit_order: str) -> dict:
     """Where the errors are: digit accuracy per place of the sum (s0 = ones ... s3 =
-    thousands) and exact match by the number of carries in the sum."""
+    thousands) and exact match by the number of carries in the sum.
+
+    predicted [N, 4] in output order; dataset has .src and .tgt_out, written in digit_order.
+    """
     correct = predicted == dataset.tgt_out  # [N, 4] in output order
-    if dataset.digit_order == "forward":
+    if digit_order == "forward":
         correct = correct.flip(1)  # -> place order s0, s1, s2, s3
     count = carries(dataset.src)
     exact = correct.all(dim=1)
@@ -237,7 +240,7 @@ def main(argv=None) -> int:
         with torch.inference_mode():
             predicted = model.generate(test.src.to(device)).cpu()
         exact, token = score_predictions(predicted, test.tgt_out)
-        errors[run] = breakdown(predicted, test)
+        errors[run] = breakdown(predicted, test, saved.digit_order)
         metrics[run] = {"test_exact_match": exact, "test_token_accuracy": token,
                         "steps_to_95": logged_steps_to_95(run, args.results_dir)}
         print(f"{run}: test exact match {exact:.4f}, token accuracy {token:.4f}, "

@@ -6,8 +6,8 @@ interleaved layout: dimensions (2i, 2i+1) form pair i.
     sinusoidal   PE[p, 2i] = sin(p omega_i),  PE[p, 2i+1] = cos(p omega_i), added to x
     rotary       pair i of a query or key at position p rotated by the angle p omega_i
 
-The tables are computed in float64 and returned as float32, so their entries are the
-correctly rounded values of the formulas.
+The functions return float32 tensors; computing in float32 or in float64 (and rounding at
+the end) are both fine.
 """
 
 import torch

@@ -6,6 +6,8 @@ import torch.nn.functional as F
 
 from problem1.attention import MultiHeadAttention, causal_mask, scaled_dot_product_attention
 
+pytestmark = pytest.mark.p1b
+
 
 @pytest.fixture
 def qkv():

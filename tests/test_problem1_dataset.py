@@ -5,6 +5,8 @@ import torch
 
 from problem1.dataset import BOS, PLUS, AdditionDataset
 
+pytestmark = pytest.mark.p1a
+
 
 @pytest.fixture
 def data_dir(tmp_path):
@@ -13,10 +15,6 @@ def data_dir(tmp_path):
     (folder / "train.csv").write_text("a,b\n391,968\n12,597\n73,439\n0,0\n999,999\n")
     (folder / "val.csv").write_text("a,b\n1,2\n")
     return tmp_path
-
-
-def test_constants():
-    assert (PLUS, BOS) == (10, 11)
 
 
 def test_forward_items(data_dir):
@@ -53,11 +51,10 @@ def test_pre_tokenized_tensors_and_max_pairs(data_dir):
 
 
 def test_bad_arguments(data_dir):
-    with pytest.raises(ValueError, match="digit_order"):
+    # The exception types are the promise (the docstring); the wording is yours.
+    with pytest.raises(ValueError):
         AdditionDataset(data_dir, "train", "backwards")
-    with pytest.raises(ValueError, match="split"):
+    with pytest.raises(ValueError):
         AdditionDataset(data_dir, "training", "forward")
-    with pytest.raises(ValueError, match="max_pairs"):
-        AdditionDataset(data_dir, "train", "forward", max_pairs=6)
-    with pytest.raises(FileNotFoundError, match="generate_datasets.py"):
+    with pytest.raises(FileNotFoundError):
         AdditionDataset(data_dir, "test", "forward")

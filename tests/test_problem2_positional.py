@@ -1,11 +1,14 @@
 """Problem 2, Parts B and C: the sinusoidal table, R_s, rotary encoding, score shifts.
 
 Expected values come from the formulas evaluated by hand (d = 4: omega = 1, 0.01) or through
-an independent route (Python's cmath for rotary), never from the code under test.
+an independent route (Python's cmath for rotary), never from the code under test. The
+tolerances accept a table computed in float32 (an angle p * omega rounded to float32 is off
+by up to about 1e-5 at p = 128), not a wrong formula.
 """
 
 import cmath
 import math
+import numbers
 
 import pytest
 import torch
@@ -18,9 +21,20 @@ from problem2.positional import (
     sinusoidal_table,
 )
 
+p2b = pytest.mark.p2b
+p2c = pytest.mark.p2c
+
+def is_real_number(value) -> bool:
+    """A float of any kind: Python's, NumPy's, or a one-element floating tensor."""
+    if isinstance(value, torch.Tensor):
+        return value.numel() == 1 and value.is_floating_point()
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
 # --- sinusoidal_table ---------------------------------------------------------------------
 
 
+@p2b
 def test_sinusoidal_table_hand_picked_entries_d4():
     # d = 4: omega_0 = 1, omega_1 = 10000^(-2/4) = 0.01; interleaved sin, cos.
     table = sinusoidal_table(5, 4)
@@ -31,43 +45,37 @@ def test_sinusoidal_table_hand_picked_entries_d4():
         3: [0.1411200081, -0.9899924966, 0.0299955002, 0.9995500337],
     }
     for p, row in expected.items():
-        torch.testing.assert_close(table[p], torch.tensor(row), atol=1e-7, rtol=0)
+        torch.testing.assert_close(table[p], torch.tensor(row), atol=1e-6, rtol=0)
 
 
+@p2b
 def test_sinusoidal_table_d64_against_math():
     table = sinusoidal_table(128, 64)
     assert table.shape == (128, 64)
     for p, i in [(10, 10), (127, 0), (77, 31), (64, 5)]:
         omega = 10000 ** (-2 * i / 64)
-        assert table[p, 2 * i].item() == pytest.approx(math.sin(p * omega), abs=1e-6)
-        assert table[p, 2 * i + 1].item() == pytest.approx(math.cos(p * omega), abs=1e-6)
+        assert table[p, 2 * i].item() == pytest.approx(math.sin(p * omega), abs=2e-5)
+        assert table[p, 2 * i + 1].item() == pytest.approx(math.cos(p * omega), abs=2e-5)
 
 
 # --- shift_rotation -----------------------------------------------------------------------
 
 
-def test_shift_rotation_block_form_d4():
-    s = 2
-    R = shift_rotation(s, 4)
-    assert R.shape == (4, 4) and R.dtype == torch.float32
-    c0, s0 = math.cos(2.0), math.sin(2.0)  # s * omega_0 = 2
-    c1, s1 = math.cos(0.02), math.sin(0.02)  # s * omega_1 = 0.02
-    expected = torch.tensor([[c0, s0, 0, 0], [-s0, c0, 0, 0], [0, 0, c1, s1], [0, 0, -s1, c1]])
-    torch.testing.assert_close(R, expected, atol=1e-7, rtol=0)
-
-
+@p2b
 @pytest.mark.parametrize("shift", [0, 1, 7, 50])
 def test_shift_rotation_moves_every_row(shift):
     d = 64
     table = sinusoidal_table(128 + shift, d)
     R = shift_rotation(shift, d)
     # PE[p + s] = R_s PE[p] for every p at once: rows are PE[p], so PE[p+s]^T = PE[p]^T R^T.
-    torch.testing.assert_close(table[shift:shift + 128], table[:128] @ R.T, atol=2e-6, rtol=0)
+    torch.testing.assert_close(table[shift:shift + 128], table[:128] @ R.T, atol=5e-5, rtol=0)
+    assert R.shape == (d, d) and R.dtype == torch.float32
     # Block diagonal: nothing outside the 2x2 blocks on (2i, 2i+1).
     block = torch.block_diag(*[torch.ones(2, 2)] * (d // 2)).bool()
     assert (R[~block] == 0).all()
 
 
+@p2b
 def test_shift_rotation_zero_is_identity():
     torch.testing.assert_close(shift_rotation(0, 8), torch.eye(8))
 
@@ -75,6 +83,7 @@ def test_shift_rotation_zero_is_identity():
 # --- rotary -------------------------------------------------------------------------------
 
 
+@p2c
 def test_rotary_frequencies_equal_sinusoidal_frequencies():
     theta = rotary_frequencies(8)
     assert theta.shape == (4,) and theta.dtype == torch.float32
@@ -95,6 +104,7 @@ def complex_rotation(x: torch.Tensor, positions: list[int]) -> torch.Tensor:
     return out
 
 
+@p2c
 def test_apply_rotary_matches_complex_rotation():
     g = torch.Generator().manual_seed(0)
     x = torch.randn(2, 3, 5, 8, generator=g)  # [..., T=5, d=8]
@@ -104,6 +114,7 @@ def test_apply_rotary_matches_complex_rotation():
     torch.testing.assert_close(out.double(), complex_rotation(x, positions), atol=1e-5, rtol=0)
 
 
+@p2c
 def test_apply_rotary_hand_example():
     # d = 2, theta_0 = 1: (1, 0) at position p -> (cos p, sin p); (0, 1) -> (-sin p, cos p).
     x = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
@@ -112,6 +123,7 @@ def test_apply_rotary_hand_example():
     torch.testing.assert_close(out, expected, atol=1e-6, rtol=0)
 
 
+@p2c
 def test_apply_rotary_position_zero_is_identity_and_norms_are_kept():
     x = torch.randn(4, 128, 64, generator=torch.Generator().manual_seed(1))
     out = apply_rotary(x, torch.arange(128))
@@ -121,6 +133,7 @@ def test_apply_rotary_position_zero_is_identity_and_norms_are_kept():
     torch.testing.assert_close(pair_norms(out), pair_norms(x), atol=1e-5, rtol=1e-5)
 
 
+@p2c
 def test_rotary_score_depends_on_position_difference_only():
     g = torch.Generator().manual_seed(2)
     q, k = torch.randn(2, 64, generator=g)
@@ -139,37 +152,42 @@ def test_rotary_score_depends_on_position_difference_only():
 # --- score_shift_invariance ---------------------------------------------------------------
 
 
+@p2c
 def test_score_shift_sinusoidal_hand_value():
     # d = 2, q = (1, 0), k = (0, 0): score(a, b) = (1 + sin a) sin b + cos a cos b
     #                                          = sin b + cos(a - b),
     # so moving (10, 3) to (11, 4) changes it by |sin 4 - sin 3| = 0.8979225.
     q, k = torch.tensor([1.0, 0.0]), torch.tensor([0.0, 0.0])
     change = score_shift_invariance(q, k, 1, "sinusoidal")
-    assert isinstance(change, float)
-    assert change == pytest.approx(abs(math.sin(4) - math.sin(3)), abs=1e-5)
+    assert is_real_number(change)  # a float of any kind: Python's, NumPy's, a 0-d tensor
+    assert float(change) == pytest.approx(abs(math.sin(4) - math.sin(3)), abs=1e-5)
 
 
+@p2c
 def test_score_shift_rotary_hand_value_is_zero():
     # d = 2: rotated (1, 0) . rotated (0, 1) = sin(a - b); rotating only one vector would
     # give sin a or -sin b instead, which changes under the shift.
     q, k = torch.tensor([1.0, 0.0]), torch.tensor([0.0, 1.0])
-    assert score_shift_invariance(q, k, 1, "rotary") == pytest.approx(0.0, abs=1e-6)
-    assert score_shift_invariance(q, k, 5, "rotary", q_pos=40, k_pos=40) == pytest.approx(
+    assert float(score_shift_invariance(q, k, 1, "rotary")) == pytest.approx(0.0, abs=1e-6)
+    assert float(score_shift_invariance(q, k, 5, "rotary", q_pos=40, k_pos=40)) == pytest.approx(
         0.0, abs=1e-6)
 
 
+@p2c
 def test_score_shift_random_vectors():
     g = torch.Generator().manual_seed(3)
     rotary, sinusoidal = [], []
     for shift in range(1, 21):
         q, k = torch.randn(2, 64, generator=g)
-        rotary.append(score_shift_invariance(q, k, shift, "rotary", q_pos=30, k_pos=12))
-        sinusoidal.append(score_shift_invariance(q, k, shift, "sinusoidal", q_pos=30, k_pos=12))
+        rotary.append(float(score_shift_invariance(q, k, shift, "rotary", q_pos=30, k_pos=12)))
+        sinusoidal.append(float(score_shift_invariance(q, k, shift, "sinusoidal", q_pos=30,
+                                                       k_pos=12)))
     assert max(rotary) < 1e-4
     assert sum(sinusoidal) / len(sinusoidal) > 0.5
 
 
-@pytest.mark.parametrize("scheme", ["learned", "none", "Rotary", ""])
-def test_score_shift_bad_scheme_raises(scheme):
-    with pytest.raises(ValueError):
-        score_shift_invariance(torch.ones(4), torch.ones(4), 1, scheme)
+@p2c
+def test_score_shift_bad_scheme_raises():
+    for scheme in ["learned", "none", "Rotary", ""]:
+        with pytest.raises(ValueError):
+            score_shift_invariance(torch.ones(4), torch.ones(4), 1, scheme)

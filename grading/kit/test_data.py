@@ -22,10 +22,12 @@ from provided.plots.data import carries
 from provided.smiles import BOS, EOS, PAD, SmilesVocab, tokenize
 from provided.visualize import main as visualize_main
 
+pytestmark = pytest.mark.kit
+
 PAGE_MOLECULE = "CC(NC(=O)CSc1n[nH]c(N)n1)c1ccccc1Cl"
 PAGE_TOKENS = ("C C ( N C ( = O ) C S c 1 n [nH] c ( N ) n 1 ) c 1 c c c c c 1 Cl").split()
 VOCAB_22 = "# ( ) - 1 2 3 4 5 = Br C Cl F N O S [nH] c n o s".split()
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[2] / "tests" / "fixtures"
 
 
 def read_pairs(path: Path) -> list[tuple[int, int]]:

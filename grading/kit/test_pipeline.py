@@ -12,7 +12,8 @@ import pytest
 
 from provided.common import REPO_ROOT
 
-pytestmark = pytest.mark.skipif(shutil.which("make") is None, reason="needs GNU make")
+pytestmark = [pytest.mark.kit,
+              pytest.mark.skipif(shutil.which("make") is None, reason="needs GNU make")]
 
 
 def dry_run(tmp_path: Path, *args: str) -> list[str]:

@@ -1,0 +1,60 @@
+"""The grading suite's one rule, checked at collection: every test says what it grades.
+
+    tests/            public graded tests (they ship to students): exactly one part marker
+    grading/hidden/   hidden graded tests (run at grading only): exactly one part marker
+    grading/kit/      the course machinery's own tests (not graded): the marker `kit`
+
+The part markers are p1a .. p3e (grading/rubric.py, registered in pyproject.toml); `pytest
+-m p1b` runs the tests of Problem 1, Part B. A test that breaks the rule stops the run with
+a UsageError that lists it, so that no test is silently graded twice or not at all.
+"""
+
+from pathlib import Path
+
+import pytest
+
+PARTS = frozenset(f"p{problem}{letter}" for problem in (1, 2, 3) for letter in "abcde")
+KIT = "kit"
+GRADED_FOLDERS = ("tests/", "grading/hidden/")
+KIT_FOLDER = "grading/kit/"
+
+
+def pytest_configure(config):
+    """One torch thread per test process. The tests run tiny models, which a second thread
+    does not speed up, while on a busy machine (or with the grader's parts run side by side)
+    threads that wait for a core make a test many times slower, up to its timeout."""
+    import torch
+
+    torch.set_num_threads(1)
+
+
+def _relative(item, root: Path) -> str | None:
+    try:
+        return Path(item.path).resolve().relative_to(root).as_posix()
+    except ValueError:
+        return None
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects anything: every collected test is checked
+def pytest_collection_modifyitems(config, items):
+    root = config.rootpath.resolve()
+    problems = []
+    for item in items:
+        path = _relative(item, root)
+        if path is None:
+            continue
+        names = {mark.name for mark in item.iter_markers()}
+        parts = sorted(names & PARTS)
+        found = ", ".join(parts + ([KIT] if KIT in names else [])) or "no marker"
+        if path.startswith(KIT_FOLDER):
+            if KIT not in names or parts:
+                problems.append(f"{item.nodeid} has {found}; a test under {KIT_FOLDER} must "
+                                "carry the marker 'kit' and no part marker")
+        elif path.startswith(GRADED_FOLDERS):
+            if len(parts) != 1 or KIT in names:
+                problems.append(f"{item.nodeid} has {found}; a test under tests/ or "
+                                "grading/hidden/ must carry exactly one part marker, "
+                                "p1a .. p3e (e.g. pytestmark = pytest.mark.p1b)")
+    if problems:
+        raise pytest.UsageError(
+            "tests without their grading marker (see conftest.py):\n  " + "\n  ".join(problems))

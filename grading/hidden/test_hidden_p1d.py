@@ -1,0 +1,95 @@
+"""Hidden tests, Problem 1 Part D: the training step against an Adam step taken by hand on
+the teacher-forced loss, greedy validation that never reads tgt_in, and steps_to_95's edges."""
+
+import random
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from problem1.dataset import BOS, PLUS, AdditionDataset
+from problem1.model import AdditionTransformer
+from problem1.train import steps_to_95, train_step, validate
+
+pytestmark = pytest.mark.p1d
+
+
+def batch(n=6, seed=0):
+    """n random sums as (src, tgt_in, tgt_out), reversed order, built by hand."""
+    rng = random.Random(seed)
+    src, tgt_in, tgt_out = [], [], []
+    for _ in range(n):
+        a, b = rng.randint(0, 999), rng.randint(0, 999)
+        out = [int(c) for c in f"{a + b:04d}"][::-1]
+        src.append([int(c) for c in f"{a:03d}"] + [PLUS] + [int(c) for c in f"{b:03d}"])
+        tgt_out.append(out)
+        tgt_in.append([BOS] + out[:3])
+    return torch.tensor(src), torch.tensor(tgt_in), torch.tensor(tgt_out)
+
+
+def test_train_step_is_one_adam_step_on_the_teacher_forced_loss():
+    torch.manual_seed(1)
+    model = AdditionTransformer(dropout=0.0)
+    twin = AdditionTransformer(dropout=0.0)
+    twin.load_state_dict(model.state_dict())
+    src, tgt_in, tgt_out = batch()
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    twin_optimizer = torch.optim.Adam(twin.parameters(), lr=1e-3)
+    for _ in range(2):  # two steps: the optimizer state carries over between calls
+        loss = train_step(model, optimizer, src, tgt_in, tgt_out)
+        logits, _ = twin(src, tgt_in)
+        expected = F.cross_entropy(logits.reshape(-1, 12), tgt_out.reshape(-1))
+        twin_optimizer.zero_grad()
+        expected.backward()
+        twin_optimizer.step()
+        assert float(loss) == pytest.approx(expected.item(), rel=1e-5)
+    for (name, p), q in zip(model.named_parameters(), twin.parameters()):
+        torch.testing.assert_close(p, q, atol=1e-6, rtol=1e-5, msg=name)
+
+
+def test_train_step_loss_is_the_mean_over_the_four_digits():
+    torch.manual_seed(2)
+    model = AdditionTransformer(dropout=0.0)
+    src, tgt_in, tgt_out = batch(n=1, seed=3)
+    with torch.no_grad():
+        log_probs = model(src, tgt_in)[0].log_softmax(-1)[0]  # [4, 12]
+    expected = -sum(log_probs[j, tgt_out[0, j]].item() for j in range(4)) / 4
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.0)
+    assert float(train_step(model, optimizer, src, tgt_in, tgt_out)) == pytest.approx(
+        expected, rel=1e-5)
+
+
+def test_validate_never_reads_tgt_in(tmp_path):
+    folder = tmp_path / "addition"
+    folder.mkdir()
+    rng = random.Random(4)
+    (folder / "val.csv").write_text("a,b\n" + "".join(
+        f"{rng.randint(0, 999)},{rng.randint(0, 999)}\n" for _ in range(40)))
+    dataset = AdditionDataset(tmp_path, "val", "reversed")
+    torch.manual_seed(5)
+    model = AdditionTransformer().eval()
+    with torch.no_grad():  # the argmax is a digit whether or not PLUS and BOS compete
+        model.output.bias[PLUS] = model.output.bias[BOS] = -100.0
+    greedy = model.generate(dataset.src)
+    dataset.tgt_out = greedy.clone()
+    dataset.tgt_in = torch.full_like(dataset.tgt_in, 7)  # nonsense: teacher forcing would fail
+    dataset.tgt_in[:, 0] = BOS
+    exact, token = validate(model, dataset, torch.device("cpu"))
+    assert (float(exact), float(token)) == (1.0, 1.0)
+    dataset.tgt_out[:10, 1] = (greedy[:10, 1] + 5) % 10  # 10 sums wrong in one digit
+    dataset.tgt_out[:5, 2] = (greedy[:5, 2] + 5) % 10    # 5 of them in a second digit
+    exact, token = validate(model, dataset)
+    assert float(exact) == pytest.approx(30 / 40)
+    assert float(token) == pytest.approx(1 - 15 / 160)
+
+
+def test_steps_to_95_edges():
+    log = [{"step": 50, "val_exact_match": 0.95, "train_loss": 1.0},
+           {"step": 100, "val_exact_match": 0.2, "train_loss": 0.5}]
+    assert steps_to_95(log) == 50  # reached at the very first point
+    assert steps_to_95([{"step": 3, "val_exact_match": 1.0}]) == 3
+    log = [{"step": 10 * (i + 1), "val_exact_match": em} for i, em in
+           enumerate([0.3, 0.6, 0.49, 0.5, 0.96])]
+    assert steps_to_95(log, threshold=0.5) == 20
+    assert steps_to_95(log, threshold=0.99) is None
+    assert steps_to_95(log) == 50

@@ -1,0 +1,54 @@
+"""Hidden tests, Problem 2 Part B: the table at other sizes and the shift rotation's block,
+checked by hand (the angle-addition identities) and through properties any correct R_s has.
+Tolerances accept a table computed in float32."""
+
+import math
+
+import pytest
+import torch
+
+from problem2.positional import shift_rotation, sinusoidal_table
+
+pytestmark = pytest.mark.p2b
+
+
+def pe(p: int, j: int, d: int) -> float:
+    omega = 10000 ** (-2 * (j // 2) / d)
+    return math.sin(p * omega) if j % 2 == 0 else math.cos(p * omega)
+
+
+def test_shift_rotation_block_form_d4():
+    s = 2
+    R = shift_rotation(s, 4)
+    assert R.shape == (4, 4) and R.dtype == torch.float32
+    c0, s0 = math.cos(2.0), math.sin(2.0)  # s * omega_0 = 2
+    c1, s1 = math.cos(0.02), math.sin(0.02)  # s * omega_1 = 0.02
+    expected = torch.tensor([[c0, s0, 0, 0], [-s0, c0, 0, 0], [0, 0, c1, s1], [0, 0, -s1, c1]])
+    torch.testing.assert_close(R, expected, atol=1e-6, rtol=0)
+
+
+def test_shift_rotation_d2_by_hand():
+    R = shift_rotation(3, 2)
+    expected = torch.tensor([[math.cos(3), math.sin(3)], [-math.sin(3), math.cos(3)]])
+    torch.testing.assert_close(R, expected, atol=1e-6, rtol=0)
+
+
+def test_shift_rotations_compose_and_are_orthogonal():
+    R3, R5, R8 = (shift_rotation(s, 8) for s in (3, 5, 8))
+    torch.testing.assert_close(R3 @ R5, R8, atol=1e-5, rtol=0)
+    torch.testing.assert_close(R5 @ R5.T, torch.eye(8), atol=1e-5, rtol=0)
+
+
+def test_shift_rotation_moves_a_long_table():
+    table = sinusoidal_table(300, 64)
+    R = shift_rotation(100, 64)
+    torch.testing.assert_close(table[100:], table[:200] @ R.T, atol=1e-4, rtol=0)
+
+
+@pytest.mark.parametrize("max_len, d", [(1, 6), (3, 6), (200, 128), (17, 2)])
+def test_sinusoidal_table_by_formula(max_len, d):
+    table = sinusoidal_table(max_len, d)
+    assert table.shape == (max_len, d) and table.dtype == torch.float32
+    expected = torch.tensor([[pe(p, j, d) for j in range(d)] for p in range(max_len)])
+    torch.testing.assert_close(table, expected, atol=5e-5, rtol=0)
+    assert table[0].tolist() == pytest.approx([0.0, 1.0] * (d // 2), abs=1e-7)

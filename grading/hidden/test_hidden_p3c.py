@@ -1,0 +1,87 @@
+"""Hidden tests, Problem 3 Part C: the schedule at other peaks and warmups, and the training
+step's loss, learning rate and unclipped update, checked by hand."""
+
+import math
+
+import pytest
+import torch
+
+from problem3.dataset import IGNORE_INDEX
+from problem3.model import DecoderLM
+from problem3.train import lr_at_step, train_step
+
+pytestmark = pytest.mark.p3c
+I = IGNORE_INDEX
+
+
+def tiny_lm(seed=0) -> DecoderLM:
+    torch.manual_seed(seed)
+    return DecoderLM(12, d_model=16, num_layers=2, num_heads=2, d_ff=32, max_len=12,
+                     dropout=0.0, norm="post")
+
+
+def test_lr_at_step_other_peaks_and_warmups():
+    for peak, warmup, expected in [(0.03, 4, [0.0075, 0.015, 0.0225, 0.03, 0.03, 0.03]),
+                                   (0.01, 1, [0.01] * 6),
+                                   (2.0, 3, [2 / 3, 4 / 3, 2.0, 2.0, 2.0, 2.0])]:
+        got = [float(lr_at_step(step, peak, warmup)) for step in range(1, 7)]
+        assert got == pytest.approx(expected, rel=1e-12), (peak, warmup)
+
+
+def test_lr_rises_linearly_from_zero():
+    rates = [float(lr_at_step(step, 1.0, 1000)) for step in range(1, 1001)]
+    assert rates[0] == pytest.approx(0.001) and rates[-1] == pytest.approx(1.0)
+    assert all(b - a == pytest.approx(0.001) for a, b in zip(rates, rates[1:]))
+
+
+def test_train_step_loss_ignores_padding_and_sets_every_group():
+    model, twin = tiny_lm(), tiny_lm()
+    inputs = torch.randint(3, 12, (3, 6), generator=torch.Generator().manual_seed(1))
+    targets = torch.tensor([[4, 5, 6, I, I, I], [7, I, I, I, I, I], [3, 4, 5, 6, 7, 8]])
+    with torch.no_grad():
+        log_probs = twin(inputs).log_softmax(-1)
+    scored = [(b, t) for b in range(3) for t in range(6) if targets[b, t] != I]
+    expected = -sum(log_probs[b, t, targets[b, t]].item() for b, t in scored) / len(scored)
+    groups = [{"params": list(model.blocks.parameters())},
+              {"params": [p for n, p in model.named_parameters() if not n.startswith("blocks")]}]
+    optimizer = torch.optim.Adam(groups, lr=0.0, betas=(0.9, 0.98))
+    loss, head_norm, total_norm = train_step(model, optimizer, inputs, targets, lr=3e-4)
+    assert float(loss) == pytest.approx(expected, rel=1e-5)
+    assert [group["lr"] for group in optimizer.param_groups] == [3e-4, 3e-4]
+    assert 0 < float(head_norm) <= float(total_norm)
+
+
+def test_the_update_is_the_gradient_scaled_to_norm_at_most_one():
+    # SGD at lr 0.5: the update is -0.5 * gradient * min(1, 1 / total norm), the gradient
+    # clipped to norm 1.0, whatever its norm was.
+    for scale in (0.001, 1.0, 30.0):
+        model, twin = tiny_lm(seed=2), tiny_lm(seed=2)
+        with torch.no_grad():
+            for m in (model, twin):
+                m.head.weight.mul_(scale)
+        inputs = torch.randint(3, 12, (2, 5), generator=torch.Generator().manual_seed(3))
+        targets = torch.randint(3, 12, (2, 5), generator=torch.Generator().manual_seed(4))
+        targets[1, 3:] = I
+        loss = torch.nn.functional.cross_entropy(twin(inputs).reshape(-1, 12),
+                                                 targets.reshape(-1), ignore_index=I)
+        loss.backward()
+        total = math.sqrt(sum(p.grad.pow(2).sum().item() for p in twin.parameters()))
+        factor = min(1.0, 1.0 / total)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.0)
+        _, head_norm, total_norm = train_step(model, optimizer, inputs, targets, lr=0.5)
+        assert float(total_norm) == pytest.approx(total, rel=1e-5)
+        assert float(head_norm) == pytest.approx(twin.head.weight.grad.norm().item(), rel=1e-5)
+        for (name, p), q in zip(model.named_parameters(), twin.parameters()):
+            torch.testing.assert_close(p, q - 0.5 * factor * q.grad, atol=1e-6, rtol=1e-4,
+                                       msg=f"{name} at head scale {scale}")
+
+
+def test_non_finite_values_are_returned_as_they_are():
+    model = tiny_lm(seed=5)
+    with torch.no_grad():
+        model.head.bias.fill_(float("inf"))
+    inputs = torch.randint(3, 12, (2, 5))
+    targets = torch.randint(3, 12, (2, 5))
+    loss, head_norm, total_norm = train_step(model, torch.optim.SGD(model.parameters(), lr=0.0),
+                                             inputs, targets, lr=0.1)
+    assert not math.isfinite(float(loss))  # returned, not raised

@@ -1,0 +1,98 @@
+"""The student handout: solution regions removed, everything still imports, and every graded
+test (public and hidden) fails on it rather than erroring, passing or hanging."""
+
+import os
+import shutil
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from provided.handout import make_handout, strip_solutions
+
+pytestmark = [pytest.mark.kit, pytest.mark.timeout(600)]
+
+REPO = Path(__file__).resolve().parents[2]
+
+SOURCE = '''def f(x):
+    """Doc."""
+    y = 1
+    # BEGIN SOLUTION
+    return x + y
+    # END SOLUTION
+
+
+class A:
+    def __init__(self):
+        # BEGIN SOLUTION
+        self.a = 1
+        # END SOLUTION
+'''
+
+
+def test_strip_solutions_replaces_each_region_at_its_indentation():
+    out = strip_solutions(SOURCE)
+    assert "return x + y" not in out and "self.a" not in out and "SOLUTION" not in out
+    raises = [line for line in out.splitlines() if "NotImplementedError" in line]
+    assert raises == ['    raise NotImplementedError("your solution here")',
+                      '        raise NotImplementedError("your solution here")']
+    assert "    y = 1\n" in out
+    namespace = {}
+    exec(compile(out, "handout", "exec"), namespace)
+    with pytest.raises(NotImplementedError):
+        namespace["f"](1)
+
+
+@pytest.mark.parametrize("bad, message", [
+    ("# END SOLUTION\n", "without BEGIN"),
+    ("# BEGIN SOLUTION\nx = 1\n", "never closed"),
+    ("# BEGIN SOLUTION\n# BEGIN SOLUTION\n", "inside another"),
+])
+def test_strip_solutions_rejects_broken_markers(bad, message):
+    with pytest.raises(ValueError, match=message):
+        strip_solutions(bad)
+
+
+def outcomes(junit: Path) -> dict[str, str]:
+    """{test id: 'passed' | 'failed' | 'error' | 'skipped'} from a JUnit XML report."""
+    result = {}
+    for case in ET.parse(junit).getroot().iter("testcase"):
+        kinds = [child.tag for child in case if child.tag in ("failure", "error", "skipped")]
+        name = f"{case.get('classname')}::{case.get('name')}"
+        result[name] = {"failure": "failed", "error": "error",
+                        "skipped": "skipped"}.get(kinds[0], kinds[0]) if kinds else "passed"
+    return result
+
+
+def test_handout_imports_and_every_graded_test_fails(tmp_path):
+    handout = tmp_path / "handout"
+    removed = make_handout(handout)
+    assert removed >= 30
+    for n in (1, 2, 3):  # the reports are the students' templates, not the instructors'
+        report = f"problem{n}/REPORT.md"
+        assert (handout / report).read_text() != (REPO / report).read_text()
+    assert not list(handout.glob("problem*/results/*"))
+    assert not (handout / "grading").exists()
+    for path in handout.glob("problem*/*.py"):
+        assert "BEGIN SOLUTION" not in path.read_text()
+    # the hidden tests too must fail on the empty bodies: run them from a copy in the handout
+    shutil.copytree(REPO / "grading" / "hidden", handout / "grading" / "hidden",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    env = {**os.environ, "PYTHONPATH": str(handout)}  # the handout's code, not an installed copy
+
+    def pytest_in_handout(*args):
+        return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args],
+                              cwd=handout, capture_output=True, text=True, env=env)
+
+    collected = pytest_in_handout("--collect-only", "-q", "tests", "grading/hidden")
+    assert collected.returncode == 0, collected.stdout[-3000:]  # every test file imports
+    junit = tmp_path / "report.xml"
+    ran = pytest_in_handout("-q", "-m", "not kit", f"--junitxml={junit}", "tests",
+                            "grading/hidden")
+    assert ran.returncode == 1, ran.stdout[-3000:]  # 1: tests failed (2 or more: errors)
+    results = outcomes(junit)
+    assert len(results) > 100
+    not_failed = {name: outcome for name, outcome in results.items() if outcome != "failed"}
+    assert not not_failed, not_failed

@@ -1,0 +1,166 @@
+"""Problem 1's provided code (not graded): constants, batches, scoring, head names, the error
+breakdown, greedy generate, the embedding, the position table, and the scripts' handling of
+bad input. These run against the reference solution."""
+
+import math
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from problem1 import evaluate, train
+from problem1.dataset import BOS, PLUS
+from problem1.evaluate import HEAD_NAMES, breakdown, carries
+from problem1.model import AdditionTransformer, score_predictions, sinusoidal_table
+from problem1.train import batch_indices
+
+pytestmark = pytest.mark.kit
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def write_tiny_data(root: Path, n_train=4000, n_eval=24) -> Path:
+    rng = random.Random(0)
+    folder = root / "data" / "addition"
+    folder.mkdir(parents=True)
+    for split, n in (("train", n_train), ("val", n_eval), ("test", n_eval)):
+        lines = [f"{rng.randint(0, 999)},{rng.randint(0, 999)}" for _ in range(n)]
+        (folder / f"{split}.csv").write_text("a,b\n" + "\n".join(lines) + "\n")
+    return root / "data"
+
+
+def common(tmp_path, data):
+    return ["--data_dir", str(data), "--results_dir", str(tmp_path / "results"),
+            "--device", "cpu", "--threads", "1"]
+
+
+def test_constants():
+    assert (PLUS, BOS) == (10, 11)
+
+
+def test_score_predictions():
+    target = torch.tensor([[1, 3, 5, 9], [0, 6, 0, 9]])
+    predicted = torch.tensor([[1, 3, 5, 9], [0, 6, 1, 9]])
+    assert score_predictions(predicted, target) == (0.5, 7 / 8)
+
+
+def test_batches_are_shuffled_passes():
+    batches = batch_indices(6, 4, torch.Generator().manual_seed(0))
+    stream = torch.cat([next(batches) for _ in range(3)])  # 12 indices: two full passes
+    assert sorted(stream[:6].tolist()) == list(range(6))
+    assert sorted(stream[6:].tolist()) == list(range(6))
+
+
+def test_head_names():
+    assert len(HEAD_NAMES) == 24 and len(set(HEAD_NAMES)) == 24
+    assert HEAD_NAMES[:5] == ["enc0.self.h0", "enc0.self.h1", "enc0.self.h2", "enc0.self.h3",
+                              "enc1.self.h0"]
+    assert HEAD_NAMES[12] == "dec0.cross.h0" and HEAD_NAMES[-1] == "dec1.cross.h3"
+
+
+def test_carries_and_breakdown():
+    src = torch.tensor([[3, 9, 1, PLUS, 9, 6, 8],    # 391 + 968: 9+6 and 3+9+1 carry
+                        [0, 1, 2, PLUS, 5, 9, 7],    # 12 + 597: only 1+9 carries
+                        [9, 9, 9, PLUS, 0, 0, 1],    # 999 + 1: three carries
+                        [1, 2, 3, PLUS, 4, 5, 6]])   # no carry
+    assert carries(src).tolist() == [2, 1, 3, 0]
+
+    class Split:  # the two attributes breakdown reads
+        tgt_out = torch.tensor([[9, 5, 3, 1], [9, 0, 6, 0], [0, 0, 0, 1], [9, 7, 5, 0]])
+
+    Split.src = src
+    predicted = Split.tgt_out.clone()
+    predicted[0, 3] = 0  # wrong thousands digit of 391 + 968
+    result = breakdown(predicted, Split, "reversed")
+    assert result["place_accuracy"] == {"s0": 1.0, "s1": 1.0, "s2": 1.0, "s3": 0.75}
+    assert result["exact_match_by_carries"] == {"0": 1.0, "1": 1.0, "2": 0.0, "3": 1.0}
+    Split.tgt_out = Split.tgt_out.flip(1)  # the same errors read in forward order: column 0 is s3
+    assert breakdown(predicted.flip(1), Split, "forward")["place_accuracy"]["s3"] == 0.75
+
+
+def reference_greedy(model, src, steps=4):
+    """Greedy decoding the slow way: the whole prefix through the teacher-forced path."""
+    tokens = torch.full((src.size(0), 1), BOS)
+    for _ in range(steps):
+        logits, _ = model(src, tokens)
+        tokens = torch.cat([tokens, logits[:, -1, :10].argmax(-1, keepdim=True)], dim=1)
+    return tokens[:, 1:]
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_generate_matches_teacher_forced_greedy(seed):
+    torch.manual_seed(seed)
+    model = AdditionTransformer().eval()
+    src = torch.randint(0, 10, (64, 7))
+    src[:, 3] = PLUS
+    predicted = model.generate(src)
+    assert predicted.shape == (64, 4) and predicted.dtype == torch.long
+    assert torch.equal(predicted, reference_greedy(model, src))
+    assert predicted.unique().numel() > 1  # a random model's predictions vary
+
+
+def test_generate_only_emits_digits():
+    torch.manual_seed(0)
+    model = AdditionTransformer().eval()
+    with torch.no_grad():
+        model.output.bias[PLUS] = 100.0  # PLUS and BOS would win an argmax over the vocabulary
+        model.output.bias[BOS] = 100.0
+    src = torch.tensor([[3, 9, 1, PLUS, 9, 6, 8]])
+    assert model.generate(src).max().item() <= 9
+
+
+def test_embedding_init_is_scaled():
+    torch.manual_seed(0)
+    model = AdditionTransformer()
+    std = model.embedding.weight.std().item()
+    assert abs(std - 128 ** -0.5) < 0.01  # not PyTorch's default N(0, 1)
+
+
+def test_position_table_holds_the_sinusoidal_formula():
+    table = sinusoidal_table(16, 128)
+    assert table.shape == (16, 128) and table.dtype == torch.float32
+    expected = torch.tensor([[math.sin(p * 10000 ** (-2 * (j // 2) / 128)) if j % 2 == 0 else
+                              math.cos(p * 10000 ** (-2 * (j // 2) / 128)) for j in range(128)]
+                             for p in range(16)])
+    torch.testing.assert_close(table, expected, atol=1e-6, rtol=0)
+    with pytest.raises(ValueError):
+        sinusoidal_table(17, 128)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--digit_order", "sideways", "--train_size", "1000"], "--digit_order"),
+    (["--digit_order", "forward", "--train_size", "0"], "--train_size"),
+    (["--digit_order", "forward", "--train_size", "99999"], "--train_size"),
+])
+def test_train_bad_input_gives_one_line(tmp_path, capsys, argv, message):
+    data = write_tiny_data(tmp_path, n_train=8)
+    with pytest.raises(SystemExit) as exc:
+        train.main(argv + common(tmp_path, data))
+    assert exc.value.code != 0
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and message in err and "Traceback" not in err
+
+
+def test_missing_data_and_models_give_one_line(tmp_path, capsys):
+    args = common(tmp_path, tmp_path / "nowhere")
+    with pytest.raises(SystemExit):
+        train.main(["--digit_order", "forward", "--train_size", "1000"] + args)
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "generate_datasets.py" in err
+    data = write_tiny_data(tmp_path, n_train=8)
+    with pytest.raises(SystemExit):
+        evaluate.main(common(tmp_path, data))
+    err = capsys.readouterr().err.strip().splitlines()
+    assert "no trained model" in err[-1] and "train" in err[-1]
+
+
+def test_scripts_run_from_inside_problem1():
+    env = {**os.environ, "PYTHONPATH": str(REPO)}  # this tree's code, not an installed copy
+    for script in ("train.py", "evaluate.py"):
+        result = subprocess.run([sys.executable, script, "--help"], cwd=REPO / "problem1",
+                                capture_output=True, text=True, timeout=60, env=env)
+        assert result.returncode == 0 and "--data_dir" in result.stdout

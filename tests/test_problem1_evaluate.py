@@ -1,0 +1,171 @@
+"""Problem 1, Part E: head removal, single-head ablation, greedy pruning, mean attention
+maps, and evaluate.py end to end on a tiny data folder (after a 3-step training run)."""
+
+import copy
+import json
+import random
+from pathlib import Path
+
+import pytest
+import torch
+
+from problem1 import evaluate, train
+from problem1.dataset import AdditionDataset
+from problem1.evaluate import (
+    HEAD_NAMES,
+    HeadRemovalScorer,
+    greedy_pruning,
+    mean_attention_maps,
+    remove_head,
+    single_head_ablation,
+)
+from problem1.model import AdditionTransformer
+
+pytestmark = pytest.mark.p1e
+
+
+def test_remove_head_changes_exactly_one_head():
+    torch.manual_seed(0)
+    model = AdditionTransformer().eval()
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    assert remove_head(model, "dec1.cross.h2") is None
+    after = model.state_dict()
+    changed = [k for k in before if not torch.equal(before[k], after[k])]
+    assert changed == ["decoder_layers.1.cross_attn.W_o.weight"]
+    weight = after["decoder_layers.1.cross_attn.W_o.weight"]
+    assert (weight[:, 64:96] == 0).all()
+    assert torch.equal(weight[:, :64], before["decoder_layers.1.cross_attn.W_o.weight"][:, :64])
+    assert torch.equal(weight[:, 96:], before["decoder_layers.1.cross_attn.W_o.weight"][:, 96:])
+
+
+def test_remove_head_names_map_to_their_modules():
+    model = AdditionTransformer()
+    remove_head(model, "enc0.self.h0")
+    remove_head(model, "dec0.self.h3")
+    assert (model.encoder_layers[0].self_attn.W_o.weight[:, :32] == 0).all()
+    assert (model.decoder_layers[0].self_attn.W_o.weight[:, 96:] == 0).all()
+    assert (model.decoder_layers[0].cross_attn.W_o.weight != 0).all()
+
+
+# A score over sets of removed heads, worked out by hand. Alone, B costs least (0.05), then
+# A (0.1), then C (0.5). After B is gone, removing A costs 0.75 but C only 0.35: an
+# implementation that ranks heads once by their single costs removes A second; the greedy
+# one, recomputing costs, removes C.
+HAND_SCORES = {(): 1.0, ("A",): 0.9, ("B",): 0.95, ("C",): 0.5,
+               ("A", "B"): 0.2, ("B", "C"): 0.6, ("A", "C"): 0.4, ("A", "B", "C"): 0.0}
+
+
+def hand_score(removed):
+    return HAND_SCORES[tuple(sorted(removed))]
+
+
+def test_greedy_pruning_recomputes_costs():
+    curve = greedy_pruning(hand_score, heads=["A", "B", "C"])
+    assert curve == [{"removed": [], "test_exact_match": 1.0},
+                     {"removed": ["B"], "test_exact_match": 0.95},
+                     {"removed": ["B", "C"], "test_exact_match": 0.6},
+                     {"removed": ["B", "C", "A"], "test_exact_match": 0.0}]
+
+
+def test_greedy_pruning_breaks_ties_by_head_order():
+    curve = greedy_pruning(lambda removed: 1.0, heads=["X", "Y", "Z"])
+    assert [point["removed"] for point in curve] == [[], ["X"], ["X", "Y"], ["X", "Y", "Z"]]
+
+
+def test_single_head_ablation():
+    assert single_head_ablation(hand_score, heads=["A", "B", "C"]) == {
+        "A": 0.9, "B": 0.95, "C": 0.5}
+
+
+def write_tiny_data(root: Path, n_train=4000, n_eval=24) -> Path:
+    rng = random.Random(0)
+    folder = root / "data" / "addition"
+    folder.mkdir(parents=True)
+    for split, n in (("train", n_train), ("val", n_eval), ("test", n_eval)):
+        lines = [f"{rng.randint(0, 999)},{rng.randint(0, 999)}" for _ in range(n)]
+        (folder / f"{split}.csv").write_text("a,b\n" + "\n".join(lines) + "\n")
+    return root / "data"
+
+
+def test_mean_attention_maps_shapes_and_means(tmp_path):
+    data = write_tiny_data(tmp_path, n_train=8, n_eval=6)
+    pairs = (data / "addition" / "test.csv").read_text().splitlines()[1:]
+    (data / "addition" / "val.csv").write_text("a,b\n" + "\n".join(pairs[3:]) + "\n")
+    torch.manual_seed(0)
+    model = AdditionTransformer().eval()
+    maps = mean_attention_maps(model, AdditionDataset(data, "test", "forward"))
+    assert maps["encoder"].shape == (2, 4, 7, 7) and maps["decoder_cross"].shape == (2, 4, 4, 7)
+    assert maps["decoder_self"].shape == (2, 4, 4, 4)
+    for name in ("encoder", "decoder_self", "decoder_cross"):  # means of softmax rows
+        torch.testing.assert_close(maps[name].sum(-1), torch.ones(maps[name].shape[:-1]))
+    assert (maps["decoder_self"].triu(1) == 0).all()  # causal
+    # the mean over six sums is the mean of the means over their two halves
+    first = mean_attention_maps(model, AdditionDataset(data, "test", "forward", max_pairs=3))
+    second = mean_attention_maps(model, AdditionDataset(data, "val", "forward"))
+    for name in ("encoder", "decoder_self", "decoder_cross"):
+        torch.testing.assert_close(maps[name], (first[name] + second[name]) / 2)
+
+
+def test_head_removal_scorer_matches_a_fresh_copy(tmp_path):
+    data = write_tiny_data(tmp_path, n_train=8, n_eval=200)
+    test = AdditionDataset(data, "test", "reversed")
+    torch.manual_seed(0)
+    model = AdditionTransformer().eval()
+    with torch.no_grad():  # a model whose outputs depend strongly on every head
+        for p in model.parameters():
+            p.mul_(3.0)
+    score = HeadRemovalScorer(model, test, "cpu")
+
+    def fresh_predictions(removed):
+        other = copy.deepcopy(model)
+        for name in removed:
+            remove_head(other, name)
+        return other.generate(test.src)
+
+    # In turn, make each removal's own predictions the targets: the scorer, with its restored
+    # weights and cached encoder outputs, must then score exactly 1 on that removal only.
+    for removed in ([], ["enc0.self.h1"], ["dec1.cross.h0", "enc1.self.h2"], [],
+                    ["dec0.self.h3"], ["enc0.self.h1"]):
+        score.tgt_out = fresh_predictions(removed)
+        assert score(removed) == 1.0
+        assert score(["enc0.self.h0", "dec1.cross.h1"]) < 1.0
+    assert torch.equal(model.encoder_layers[0].self_attn.W_o.weight,
+                       score.W_o["enc0.self"])  # the model given is never changed
+
+
+def common(tmp_path, data):
+    return ["--data_dir", str(data), "--results_dir", str(tmp_path / "results"),
+            "--device", "cpu", "--threads", "1"]
+
+
+def test_evaluate_end_to_end(tmp_path):
+    data = write_tiny_data(tmp_path)
+    args = common(tmp_path, data)
+    results = tmp_path / "results"
+    command = ["--digit_order", "reversed", "--train_size", "4000", "--steps", "3"] + args
+    assert train.main(command) == 0  # a 3-step run to evaluate
+
+    assert evaluate.main(args) == 0  # the runs that exist are evaluated, the others skipped
+    metrics = json.loads((results / "metrics.json").read_text())
+    assert set(metrics) == {"reversed_n4000", "ablation", "pruning"}
+    run = metrics["reversed_n4000"]
+    assert set(run) == {"test_exact_match", "test_token_accuracy", "steps_to_95"}
+    assert list(metrics["ablation"]["reversed_n4000"]) == HEAD_NAMES
+    curve = metrics["pruning"]["reversed_n4000"]
+    assert [len(point["removed"]) for point in curve] == list(range(25))
+    assert sorted(curve[-1]["removed"]) == sorted(HEAD_NAMES)
+    assert curve[0]["test_exact_match"] == run["test_exact_match"]
+    assert set(json.loads((results / "breakdown.json").read_text())) == {"reversed_n4000"}
+    maps = json.loads((results / "attention_maps.json").read_text())
+    assert torch.tensor(maps["reversed_n4000"]["encoder"]).shape == (2, 4, 7, 7)
+    assert torch.tensor(maps["reversed_n4000"]["decoder_cross"]).shape == (2, 4, 4, 7)
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from provided.plots.problem1 import make_figures
+
+    figures = make_figures(results, tmp_path / "figures")
+    assert {p.name for p in figures} == {
+        "val_exact_match.png", "test_vs_train_size.png", "ablation.png", "pruning.png",
+        "cross_attention_reversed_n4000.png", "encoder_attention_reversed_n4000.png"}

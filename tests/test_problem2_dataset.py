@@ -1,0 +1,45 @@
+"""Problem 2, Part A: OffsetDataset on a tiny data folder."""
+
+import numpy as np
+import pytest
+import torch
+
+from problem2.dataset import IGNORE_INDEX, OffsetDataset
+
+pytestmark = pytest.mark.p2a
+
+
+@pytest.fixture
+def problem2_tiny_data(tmp_path):
+    """data/offset/{train,test}.npy in the real format: [6, 64] and [4, 128] int64 in [0, 16)."""
+    rng = np.random.default_rng(0)
+    (tmp_path / "offset").mkdir()
+    np.save(tmp_path / "offset" / "train.npy", rng.integers(0, 16, size=(6, 64)))
+    np.save(tmp_path / "offset" / "test.npy", rng.integers(0, 16, size=(4, 128)))
+    return tmp_path
+
+
+@pytest.mark.parametrize("split, shape", [("train", (6, 64)), ("test", (4, 128))])
+def test_offset_dataset_targets(problem2_tiny_data, split, shape):
+    raw = np.load(problem2_tiny_data / "offset" / f"{split}.npy")
+    dataset = OffsetDataset(problem2_tiny_data, split, k=7)
+    assert len(dataset) == shape[0]
+    tokens, targets = dataset[1]
+    assert tokens.dtype == torch.long and targets.dtype == torch.long
+    assert tokens.shape == targets.shape == (shape[1],)
+    assert tokens.tolist() == raw[1].tolist()
+    assert targets[:7].tolist() == [IGNORE_INDEX] * 7
+    assert targets[7:].tolist() == raw[1, :-7].tolist()
+
+
+def test_offset_dataset_other_k(problem2_tiny_data):
+    tokens, targets = OffsetDataset(problem2_tiny_data, "train", k=3)[0]
+    assert (targets[:3] == IGNORE_INDEX).all()
+    assert targets[3:].tolist() == tokens[:-3].tolist()
+
+
+def test_offset_dataset_bad_split_and_missing_file(problem2_tiny_data, tmp_path_factory):
+    with pytest.raises(ValueError):
+        OffsetDataset(problem2_tiny_data, "val")
+    with pytest.raises(FileNotFoundError):
+        OffsetDataset(tmp_path_factory.mktemp("empty"), "train")

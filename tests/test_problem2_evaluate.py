@@ -1,0 +1,126 @@
+"""Problem 2, Part E: the accuracies by position, the numerical checks of the encodings, and
+evaluate.py end to end on tiny data (after 3-step training runs of the four schemes)."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from problem2 import evaluate, train
+from problem2.dataset import IGNORE_INDEX
+from problem2.model import POSITIONS
+
+pytestmark = pytest.mark.p2e
+
+
+@pytest.fixture(scope="module")
+def problem2_runs(tmp_path_factory):
+    """A function that returns (data_dir, results_dir) after training the four schemes for 3
+    steps on tiny data and running evaluate.py. It does the work on its first call, inside a
+    test, so that a failure there fails the test that called it."""
+    done = {}
+
+    def runs():
+        if not done:
+            root = tmp_path_factory.mktemp("problem2")
+            rng = np.random.default_rng(0)
+            (root / "data" / "offset").mkdir(parents=True)
+            np.save(root / "data" / "offset" / "train.npy", rng.integers(0, 16, size=(40, 64)))
+            np.save(root / "data" / "offset" / "test.npy", rng.integers(0, 16, size=(6, 128)))
+            common = ["--data_dir", str(root / "data"), "--results_dir", str(root / "results"),
+                      "--device", "cpu", "--threads", "1"]
+            for position in POSITIONS:
+                assert train.main(["--position", position, "--steps", "3", *common]) == 0
+            assert evaluate.main(common) == 0
+            done["runs"] = root / "data", root / "results"
+        return done["runs"]
+
+    return runs
+
+
+def read(path):
+    return json.loads(path.read_text())
+
+
+def as_float(value):
+    return None if value is None else float(value)
+
+
+def test_accuracy_over_and_position_metrics_by_hand():
+    T = 128
+    count = torch.ones(T)
+    count[:7] = 0
+    correct = torch.zeros(T)
+    correct[7:64] = 1  # everything right in range
+    correct[64:80] = 1  # first beyond bucket right, the rest wrong
+    m = evaluate.position_metrics(correct, count)
+    assert as_float(m["in_range"]) == 1.0
+    assert as_float(m["beyond"]) == pytest.approx(0.25)
+    assert [as_float(b) for b in m["beyond_buckets"]] == [1.0, 0.0, 0.0, 0.0]
+    assert [as_float(b) for b in m["buckets"]] == [1.0] * 4 + [1.0, 0.0, 0.0, 0.0]
+    assert evaluate.accuracy_over(correct, count, 0, 7) is None
+    assert as_float(evaluate.accuracy_over(correct, count, 76, 84)) == pytest.approx(0.5)
+
+
+class ReadsKeyAtDistance(torch.nn.Module):
+    """Stub model: query i attends only to key i - distance (to itself when i < distance)
+    and predicts token 0 everywhere."""
+
+    def __init__(self, distance: int):
+        super().__init__()
+        self.distance = distance
+        self.unused = torch.nn.Parameter(torch.zeros(1))  # so that it has a device to ask
+
+    def forward(self, tokens, return_attention=False):
+        B, T = tokens.shape
+        queries = torch.arange(T)
+        keys = torch.where(queries >= self.distance, queries - self.distance, queries)
+        weights = torch.nn.functional.one_hot(keys, T).float().expand(B, T, T)
+        logits = torch.zeros(B, T, 16)
+        logits[..., 0] = 1.0
+        return (logits, weights) if return_attention else logits
+
+
+def test_per_position_counts_with_a_stub_model():
+    tokens = torch.tensor([[0] * 64 + [1] * 64, [1] * 128])
+    targets = torch.full_like(tokens, IGNORE_INDEX)
+    targets[:, 7:] = tokens[:, :-7]
+    counts = evaluate.per_position_counts(ReadsKeyAtDistance(7), tokens, targets, batch_size=1)
+    assert counts["count"].tolist() == [0] * 7 + [2] * 121
+    # Token 0 is the target in sequence 0 at positions 7..70: 57 + 7 of 121 targets.
+    assert counts["correct"].tolist() == [0] * 7 + [1] * 64 + [0] * 57
+    m = evaluate.position_metrics(counts["correct"], counts["count"])
+    assert as_float(m["in_range"]) == pytest.approx(57 / 114)
+    assert as_float(m["beyond"]) == pytest.approx(7 / 128)
+
+
+def test_pairwise_rotary_by_hand():
+    # d = 4: theta = (1, 0.01); (1, 0, 0, 1) at p = 2 -> (cos 2, sin 2, -sin .02, cos .02).
+    out = evaluate.pairwise_rotary(torch.tensor([[1.0, 0.0, 0.0, 1.0]]), torch.tensor([2]))
+    expected = [math.cos(2), math.sin(2), -math.sin(0.02), math.cos(0.02)]
+    assert out[0].tolist() == pytest.approx(expected, abs=1e-12)
+
+
+def test_metrics(problem2_runs):
+    _, results = problem2_runs()
+    metrics = read(results / "metrics.json")
+    assert set(metrics) == {*POSITIONS, "checks", "bag_of_tokens_ceiling"}
+    for position in POSITIONS:
+        m = metrics[position]
+        assert 0 <= m["in_range"] <= 1 and 0 <= m["beyond"] <= 1
+        assert len(m["beyond_buckets"]) == 4 and m["buckets"][4:] == m["beyond_buckets"]
+        # Equal-sized buckets: beyond is their mean.
+        assert m["beyond"] == pytest.approx(sum(m["beyond_buckets"]) / 4)
+        assert len(m["per_position"]) == 128 and m["per_position"][:7] == [None] * 7
+        # in_range pools positions 7..63 (57 per sequence), the per-position accuracies agree
+        assert m["in_range"] == pytest.approx(sum(m["per_position"][7:64]) / 57)
+
+
+def test_checks(problem2_runs):
+    checks = read(problem2_runs()[1] / "metrics.json")["checks"]
+    assert checks["shift_rotation_max_error"] < 1e-5
+    assert checks["rotary_score_shift_error"] < 1e-3
+    assert checks["sinusoidal_score_shift_error"] > 0.5
+    assert checks["rotary_vs_pairwise_error"] < 1e-4

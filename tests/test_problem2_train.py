@@ -1,0 +1,81 @@
+"""Problem 2, Part D: the loss and accuracy helpers, and train.py on tiny data (40 training
+sequences of 64, one step per epoch; the four schemes trained for 3 steps)."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from problem2 import train
+from problem2.dataset import IGNORE_INDEX
+from problem2.model import POSITIONS
+
+pytestmark = pytest.mark.p2d
+
+
+@pytest.fixture(scope="module")
+def problem2_runs(tmp_path_factory):
+    """A function that returns (data_dir, results_dir) after training the four schemes for 3
+    steps on tiny data. It trains on its first call, inside a test, so that a failure there
+    fails the test that called it (and the next test tries again)."""
+    done = {}
+
+    def runs():
+        if not done:
+            root = tmp_path_factory.mktemp("problem2")
+            rng = np.random.default_rng(0)
+            (root / "data" / "offset").mkdir(parents=True)
+            np.save(root / "data" / "offset" / "train.npy", rng.integers(0, 16, size=(40, 64)))
+            np.save(root / "data" / "offset" / "test.npy", rng.integers(0, 16, size=(6, 128)))
+            common = ["--data_dir", str(root / "data"), "--results_dir", str(root / "results"),
+                      "--device", "cpu", "--threads", "1"]
+            for position in POSITIONS:
+                assert train.main(["--position", position, "--steps", "3", *common]) == 0
+            done["runs"] = root / "data", root / "results"
+        return done["runs"]
+
+    return runs
+
+
+def read(path):
+    return json.loads(path.read_text())
+
+
+def test_loss_and_correct_by_hand():
+    # Two positions with a target (classes 0 and 1), one ignored.
+    logits = torch.tensor([[[2.0, 0.0], [0.0, 1.0], [5.0, 0.0]]])  # [1, 3, 2]
+    targets = torch.tensor([[0, 0, IGNORE_INDEX]])
+    loss_sum, correct, count = train.loss_and_correct(logits, targets)
+    expected = -math.log(math.exp(2) / (math.exp(2) + 1)) - math.log(1 / (1 + math.e))
+    assert float(loss_sum) == pytest.approx(expected, rel=1e-6)
+    assert (int(correct), int(count)) == (1, 2)
+
+
+def test_training_log(problem2_runs):
+    _, results = problem2_runs()
+    for position in POSITIONS:
+        log = read(results / f"training_log_{position}.json")
+        assert log["run"] == position
+        assert log["config"]["lr"] == 1e-3 and log["config"]["batch_size"] == 64
+        assert log["config"]["epochs"] == 5 and log["config"]["d_model"] == 64
+        assert [r["epoch"] for r in log["log"]] == [1, 2, 3]
+        assert [r["step"] for r in log["log"]] == [1, 2, 3]
+        for record in log["log"]:
+            for key in ("train_loss", "train_accuracy", "test_loss", "test_accuracy"):
+                assert math.isfinite(record[key])
+            assert 0 <= record["train_accuracy"] <= 1 and 0 <= record["test_accuracy"] <= 1
+            assert 1.0 < record["train_loss"] < 10.0  # about log(16) = 2.77 untrained
+        assert (results / f"model_{position}.pth").exists()
+
+
+def test_training_loss_goes_down_and_is_deterministic(problem2_runs, tmp_path):
+    data, results = problem2_runs()
+    args = ["--position", "rotary", "--steps", "3", "--data_dir", str(data),
+            "--results_dir", str(tmp_path), "--device", "cpu", "--threads", "1"]
+    assert train.main(args) == 0
+    first = (tmp_path / "training_log_rotary.json").read_text()
+    assert first == (results / "training_log_rotary.json").read_text()
+    losses = [r["train_loss"] for r in json.loads(first)["log"]]
+    assert losses[-1] < losses[0]

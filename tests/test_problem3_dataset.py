@@ -1,0 +1,70 @@
+"""Problem 3, Part A: build_vocab and SmilesDataset, on the 400 fixture strings and on small
+hand-written files."""
+
+import re
+from pathlib import Path
+
+import pytest
+import torch
+
+from problem3.dataset import IGNORE_INDEX, SmilesDataset, build_vocab
+from provided.smiles import BOS, EOS, PAD
+
+pytestmark = pytest.mark.p3a
+
+FIXTURES = Path(__file__).parent / "fixtures"
+TRAIN_FIXTURE = FIXTURES / "smiles_train.txt"
+
+
+def names_line(message: str, path: Path, line: int) -> bool:
+    """The message names the line number as a whole number (outside the file's path)."""
+    return re.search(rf"\b{line}\b", message.replace(str(path), "")) is not None
+
+
+def test_build_vocab_has_the_22_tokens_and_specials():
+    vocab = build_vocab(TRAIN_FIXTURE)
+    assert len(vocab) == 25 and vocab.itos[:3] == ["<pad>", "<bos>", "<eos>"]
+    assert vocab.chemistry_tokens == sorted(vocab.chemistry_tokens)
+    assert {"Cl", "Br", "[nH]", "c"} <= set(vocab.chemistry_tokens)
+
+
+def test_dataset_item_layout(tmp_path):
+    vocab = build_vocab(TRAIN_FIXTURE)
+    path = tmp_path / "s.txt"
+    path.write_text("CCO\n")
+    inputs, targets = SmilesDataset(path, vocab, max_len=8)[0]
+    C, O = vocab.stoi["C"], vocab.stoi["O"]
+    assert inputs.dtype == targets.dtype == torch.long and inputs.shape == targets.shape == (7,)
+    assert inputs.tolist() == [BOS, C, C, O, EOS, PAD, PAD]
+    assert targets.tolist() == [C, C, O, EOS, IGNORE_INDEX, IGNORE_INDEX, IGNORE_INDEX]
+    # The longest allowed string (max_len - 2 = 9 tokens) fills every position; no PAD.
+    path.write_text("c1ccccc1Cl\n")
+    inputs, targets = SmilesDataset(path, vocab, max_len=11)[0]
+    assert inputs[0] == BOS and inputs[-1] == vocab.stoi["Cl"]
+    assert targets[-1] == EOS and (targets != IGNORE_INDEX).all()
+
+
+def test_dataset_target_is_input_shifted_by_one():
+    ds = SmilesDataset(TRAIN_FIXTURE, build_vocab(TRAIN_FIXTURE))
+    assert ds.inputs.shape == ds.targets.shape == (400, 51)
+    real = ds.targets != IGNORE_INDEX
+    assert torch.equal(ds.targets[:, :-1][real[:, :-1]], ds.inputs[:, 1:][real[:, :-1]])
+    # IGNORE_INDEX exactly where the target would be PAD: after EOS, never before or at it.
+    eos_at = (ds.targets == EOS).float().argmax(dim=1)
+    positions = torch.arange(51)
+    assert torch.equal(~real, positions[None, :] > eos_at[:, None])
+    assert (ds.targets[real] != PAD).all()
+
+
+@pytest.mark.parametrize("bad_line, max_len", [
+    ("CC[Se]C", 52),      # a token outside the vocabulary
+    ("C" * 11, 12),       # 11 tokens, more than max_len - 2 = 10
+    ("CC!O", 52),         # does not tokenize
+])
+def test_dataset_rejects_a_line_naming_its_number(tmp_path, bad_line, max_len):
+    vocab = build_vocab(TRAIN_FIXTURE)
+    path = tmp_path / "bad.txt"
+    path.write_text(f"CCO\nCCN\n{bad_line}\nCCC\n")  # the bad line is line 3, counted from 1
+    with pytest.raises(ValueError) as error:
+        SmilesDataset(path, vocab, max_len=max_len)
+    assert names_line(str(error.value), path, 3), str(error.value)

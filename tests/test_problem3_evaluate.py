@@ -1,0 +1,100 @@
+"""Problem 3, Part E: sample metrics, the outcome breakdown by bins, the sweep table, and
+evaluate.py end to end after a few training steps on the 400 fixture strings."""
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+import problem3.evaluate as ev
+import problem3.sample as sample
+import problem3.train as tr
+from provided.visualize import main as visualize_main
+
+pytestmark = pytest.mark.p3e
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+@pytest.fixture
+def data_dir(tmp_path) -> Path:
+    """A data folder holding the 400 + 100 fixture strings as the SMILES splits."""
+    smiles = tmp_path / "data" / "smiles"
+    smiles.mkdir(parents=True)
+    shutil.copy(FIXTURES / "smiles_train.txt", smiles / "train.txt")
+    shutil.copy(FIXTURES / "smiles_val.txt", smiles / "val.txt")
+    return tmp_path / "data"
+
+
+def test_validity_uniqueness_novelty_by_hand():
+    samples = ["CCO", "OCC", "C1CC", "", "c1ccccc1", "CC(", "CCN", "c1cccc1"]
+    train = {ev.canonical("CCN")}
+    m = ev.sample_metrics(samples, train)
+    assert m["num_samples"] == 8
+    assert float(m["validity"]) == pytest.approx(4 / 8)  # CCO, OCC, benzene, CCN
+    assert float(m["well_formed"]) == pytest.approx(5 / 8)  # those four and the invalid c1cccc1
+    assert float(m["uniqueness"]) == pytest.approx(3 / 4)  # OCC is CCO
+    assert float(m["novelty"]) == pytest.approx(2 / 3)  # CCN is in the training set
+    assert ev.sample_metrics(["CC(", "C1"], train)["uniqueness"] is None
+
+
+def test_breakdown_bins_and_fractions():
+    samples = ["C1CC1", "c1ccccc1", "c1cccc1", "CC("]
+    rows = ev.breakdown(samples, ev.max_open_ring_span, [(0, 0), (1, 5), (6, None)])
+    assert [r["bin"] for r in rows] == ["0", "1-5", "6+"]
+    assert [r["count"] for r in rows] == [1, 2, 1]
+    assert rows[1]["valid"] == 0.5 and rows[1]["well_formed_invalid"] == 0.5
+    assert rows[0]["ill_formed"] == 1.0
+
+
+def test_sweep_entry_early_gradient_statistics():
+    log = {"run": "post_lr0.03_w0_s1500",
+           "config": {"norm": "post", "lr": 0.03, "warmup": 0},
+           "log": [{"step": 50, "head_grad_norm": 2.0}, {"step": 100, "head_grad_norm": 4.0},
+                   {"step": 150, "head_grad_norm": 100.0}],
+           "final_val_loss": 2.5}
+    entry = ev.sweep_entry(log)
+    assert (entry["run"], entry["norm"], entry["lr"], entry["warmup"]) == (
+        "post_lr0.03_w0_s1500", "post", 0.03, 0)
+    assert entry["final_val_loss"] == 2.5
+    assert entry["head_grad_norm_mean_100"] == 3.0 and entry["head_grad_norm_max_100"] == 4.0
+    assert not entry["trains"]
+    assert ev.sweep_entry({**log, "final_val_loss": 1.99})["trains"]
+
+
+def test_evaluate_end_to_end(data_dir, tmp_path, capsys):
+    results = tmp_path / "results"
+    run = "pre_lr0.001_w3_s6"
+    common = ["--batch_size", "16", "--data_dir", str(data_dir), "--results_dir", str(results),
+              "--device", "cpu", "--threads", "1"]
+    assert tr.main(["--norm", "pre", "--lr", "1e-3", "--warmup", "3", "--steps", "6",
+                    "--checkpoint_every", "3", *common]) == 0
+    for lr in ("1e-3", "3e-2"):  # two 'sweep' runs of 4 steps
+        assert tr.main(["--norm", "post", "--lr", lr, "--steps", "4", *common]) == 0
+    assert sample.main(["--run", run, "--num_samples", "50", "--results_dir", str(results),
+                        "--data_dir", str(data_dir), "--threads", "1"]) == 0
+    samples = (results / f"samples_{run}.txt").read_text().split("\n")[:-1]
+    capsys.readouterr()
+
+    assert ev.main(["--run", run, "--num_samples", "50", "--sweep_steps", "4",
+                    "--results_dir", str(results), "--data_dir", str(data_dir),
+                    "--threads", "1"]) == 0
+    metrics = json.loads((results / "metrics.json").read_text())
+    assert [e["run"] for e in metrics["sweep"]] == ["post_lr0.001_w0_s4", "post_lr0.03_w0_s4"]
+    assert all(e["head_grad_norm_mean_100"] is None for e in metrics["sweep"])  # 4 steps only
+    main = metrics["main"]
+    assert [r["step"] for r in main["by_step"]] == [3, 6]
+    assert [r["temperature"] for r in main["by_temperature"]] == [0.7, 1.0, 1.3]
+    assert main["by_step"][-1] == {"step": 6, **{k: v for k, v in
+                                   main["by_temperature"][1].items() if k != "temperature"}}
+    # the final model's T = 1 samples are sample.py's
+    assert main["by_step"][-1]["validity"] == pytest.approx(
+        sum(ev.canonical(s) is not None for s in samples) / 50)
+    assert sum(r["count"] for r in main["by_length"]) == 50
+    assert sum(r["count"] for r in main["by_span"]) == 50
+
+    figures = tmp_path / "figures"
+    assert visualize_main(["problem3", "--input_dir", str(results), "--out_dir",
+                           str(figures)]) == 0
+    assert len(list(figures.glob("*.png"))) >= 5

@@ -1,0 +1,79 @@
+"""Problem 3, Part B: the causal mask, pre- and post-norm blocks, and the decoder-only model
+(tiny models only)."""
+
+import pytest
+import torch
+
+from problem3.model import Block, DecoderLM, causal_mask
+
+pytestmark = pytest.mark.p3b
+
+
+def tiny_lm(vocab_size=12, norm="pre", dropout=0.0, seed=0) -> DecoderLM:
+    torch.manual_seed(seed)
+    return DecoderLM(vocab_size, d_model=16, num_layers=2, num_heads=2, d_ff=32, max_len=12,
+                     dropout=dropout, norm=norm)
+
+
+def test_causal_mask():
+    assert causal_mask(3).tolist() == [[True, False, False], [True, True, False],
+                                       [True, True, True]]
+    assert causal_mask(4).dtype == torch.bool
+
+
+def test_post_block_output_is_normalized_per_token_and_pre_is_not():
+    torch.manual_seed(0)
+    x = 3 * torch.randn(2, 6, 16) + 1
+    post = Block(16, 2, 32, 0.0, "post")(x, causal_mask(6))
+    assert post.shape == (2, 6, 16)
+    torch.testing.assert_close(post.mean(-1), torch.zeros(2, 6), atol=1e-5, rtol=0)
+    torch.testing.assert_close(post.var(-1, unbiased=False), torch.ones(2, 6), atol=1e-3, rtol=0)
+    pre = Block(16, 2, 32, 0.0, "pre")(x, causal_mask(6))
+    assert pre.shape == (2, 6, 16)
+    assert pre.mean(-1).abs().max() > 0.1  # the residual stream is not normalized
+
+
+@pytest.mark.parametrize("norm", ["pre", "post"])
+def test_block_is_causal(norm):
+    torch.manual_seed(0)
+    block = Block(16, 4, 32, 0.0, norm)
+    x = torch.randn(2, 5, 16)
+    changed = x.clone()
+    changed[:, 3:] += 1.0
+    a, b = block(x, causal_mask(5)), block(changed, causal_mask(5))
+    torch.testing.assert_close(a[:, :3], b[:, :3])
+    assert not torch.allclose(a[:, 3:], b[:, 3:])
+
+
+def test_final_layernorm_only_for_pre():
+    assert isinstance(tiny_lm(norm="pre").ln_f, torch.nn.LayerNorm)
+    post = tiny_lm(norm="post")
+    assert not isinstance(post.ln_f, torch.nn.LayerNorm)
+    assert sum(isinstance(m, torch.nn.LayerNorm) for m in post.modules()) == 4  # 2 per block
+
+
+@pytest.mark.parametrize("norm", ["pre", "post"])
+def test_decoder_is_causal(norm):
+    model = tiny_lm(norm=norm).eval()
+    ids = torch.randint(3, 12, (2, 10))
+    changed = ids.clone()
+    changed[:, 6:] = torch.randint(3, 12, (2, 4))
+    a, b = model(ids), model(changed)
+    assert a.shape == (2, 10, 12)
+    torch.testing.assert_close(a[:, :6], b[:, :6])
+    assert not torch.allclose(a[:, 6:], b[:, 6:])
+
+
+def test_embeddings_are_not_scaled_and_use_default_init():
+    model = tiny_lm().eval()
+    ids = torch.tensor([[4, 5]])
+    x = model.tok_emb(ids) + model.pos_emb(torch.arange(2))
+    block_in = []
+
+    def record(module, args, kwargs):  # the block's input, passed by position or by name
+        block_in.append(args[0] if args else kwargs["x"])
+
+    model.blocks[0].register_forward_pre_hook(record, with_kwargs=True)
+    model(ids)
+    torch.testing.assert_close(block_in[0], x)
+    assert 0.8 < model.tok_emb.weight.std() < 1.2  # nn.Embedding's N(0, 1)

@@ -1,0 +1,166 @@
+"""Problem 3, Part D: sampling (generate_batch, through the provided generate and sample.py)
+and the syntactic checks is_well_formed and max_open_ring_span."""
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import problem3.evaluate as ev
+import problem3.sample as sample
+import problem3.train as tr
+from problem3.model import DecoderLM
+from problem3.sample import generate
+from provided.smiles import EOS, SmilesVocab, tokenize
+
+pytestmark = pytest.mark.p3d
+
+FIXTURES = Path(__file__).parent / "fixtures"
+TRAIN_FIXTURE = FIXTURES / "smiles_train.txt"
+
+
+@pytest.fixture
+def vocab() -> SmilesVocab:
+    """The vocabulary of the fixture strings, built with the provided tokenizer."""
+    return SmilesVocab(t for line in TRAIN_FIXTURE.read_text().split() for t in tokenize(line))
+
+
+def tiny_lm(vocab_size=12, norm="pre", dropout=0.0, seed=0) -> DecoderLM:
+    torch.manual_seed(seed)
+    return DecoderLM(vocab_size, d_model=16, num_layers=2, num_heads=2, d_ff=32, max_len=12,
+                     dropout=dropout, norm=norm)
+
+
+# ----------------------------------------------------------------------------- sampling
+class ScriptedLM(torch.nn.Module):
+    """Emits the ids of `script` in order (then EOS), whatever the temperature.
+
+    The next id depends only on how many positions the sequence holds so far (BOS
+    included), so the model gives the same answer whether the sampler re-runs the whole
+    prefix each step or, with kv_cache, feeds only the new token: the cache (a list of one
+    dict per block, as DecoderLM's) then remembers how many positions it has seen.
+    """
+
+    def __init__(self, script, vocab_size):
+        super().__init__()
+        self.script, self.vocab_size = script, vocab_size
+        self.blocks = torch.nn.ModuleList([torch.nn.Identity()])  # one block
+        self.unused = torch.nn.Parameter(torch.zeros(1))  # so that it has a device to ask
+
+    def forward(self, input_ids, kv_cache=None):
+        seen = 0
+        if kv_cache is not None:
+            seen = kv_cache[0].get("seen", 0)
+            kv_cache[0]["seen"] = seen + input_ids.shape[1]
+        position = seen + input_ids.shape[1] - 1  # tokens after BOS so far
+        next_id = self.script[position] if position < len(self.script) else EOS
+        logits = torch.full((input_ids.shape[0], input_ids.shape[1], self.vocab_size), -1e9)
+        logits[:, -1, next_id] = 0.0
+        return logits
+
+
+def test_generate_stops_at_eos_and_caps_the_length(vocab):
+    C, O = vocab.stoi["C"], vocab.stoi["O"]
+    model = ScriptedLM([C, C, O, EOS, C, C], len(vocab))
+    assert generate(model, vocab, 3, batch_size=2) == ["CCO"] * 3
+    endless = ScriptedLM([C] * 100, len(vocab))
+    assert generate(endless, vocab, 1, max_len=8) == ["C" * 6]  # max_len counts BOS and EOS
+
+
+def test_generate_is_seeded_and_lower_temperature_lowers_diversity(vocab):
+    model = tiny_lm(len(vocab))
+    with torch.no_grad():
+        model.head.weight.mul_(20)  # a peaked distribution, so temperature matters
+
+    def draw(t, seed=0):
+        return generate(model, vocab, 200, temperature=t, max_len=12,
+                        generator=torch.Generator().manual_seed(seed))
+
+    assert draw(1.0) == draw(1.0) and draw(1.0) != draw(1.0, seed=1)
+    assert len(set(draw(0.2))) < len(set(draw(1.0))) < len(set(draw(3.0)))
+
+
+def test_sample_script_writes_the_samples(tmp_path):
+    data = tmp_path / "data" / "smiles"
+    data.mkdir(parents=True)
+    shutil.copy(TRAIN_FIXTURE, data / "train.txt")
+    shutil.copy(FIXTURES / "smiles_val.txt", data / "val.txt")
+    results = tmp_path / "results"
+    run = "pre_lr0.001_w3_s4"
+    assert tr.main(["--norm", "pre", "--lr", "1e-3", "--warmup", "3", "--batch_size", "16",
+                    "--steps", "4", "--data_dir", str(tmp_path / "data"),
+                    "--results_dir", str(results), "--device", "cpu", "--threads", "1"]) == 0
+    args = ["--run", run, "--num_samples", "50", "--results_dir", str(results),
+            "--data_dir", str(tmp_path / "data"), "--device", "cpu", "--threads", "1"]
+    assert sample.main(args) == 0
+    first = (results / f"samples_{run}.txt").read_text()
+    samples = first.split("\n")[:-1]
+    assert len(samples) == 50
+    known = set(SmilesVocab.load(results / "vocab.json").chemistry_tokens)
+    for smiles in samples:  # decoded strings of chemistry tokens, at most 50 of them
+        tokens = tokenize(smiles)
+        assert set(tokens) <= known and len(tokens) <= 50
+    assert sample.main(args) == 0
+    assert (results / f"samples_{run}.txt").read_text() == first  # seeded
+
+
+# ------------------------------------------------------------------------ well-formedness
+WELL_FORMED = [
+    "C", "CCO", "c1ccccc1", "C1CC1", "CC(C)C", "CC(=O)O", "C(C(C))C", "N#N",
+    "c1cc[nH]c1", "C1CC2CC1CC2",  # two interleaved rings
+    "C1CC1C1CC1",  # a ring digit reused after it closed
+    "C1CCC2CCCCC2C1", "CC(Cl)(Br)F", "O=C1CCCN1", "C%10CC%10",
+    "C1CC=1", "c1ccccc1c1ccccc1",
+    "c1cccc1",  # well-formed, though not a valid molecule
+    "C(C)(C)(C)(C)C",  # five bonds on carbon: the syntax is fine, the valence is not
+    "1CC1",  # a ring digit before any atom: the four rules do not forbid it
+    "()", "C()C", "[nH]", "[Se]",
+    "CC(C(C(C)C)C)C",
+]
+ILL_FORMED = [
+    "", "C1CC", "C1CC2CC1", "CC(C", "CC)C", "C)(C", "CC(C))", "C(", ")",
+    "C[nH", "CnH]c", "c1ccccc1(", "C1CC1C1",  # reused digit opened again, never closed
+    "C!C", "CC O", "C((C)",
+]
+
+
+def test_well_formed():
+    wrong = [smiles for smiles in WELL_FORMED if not ev.is_well_formed(smiles)]
+    assert not wrong, f"well-formed, but is_well_formed says no: {wrong}"
+
+
+def test_ill_formed():
+    wrong = [smiles for smiles in ILL_FORMED if ev.is_well_formed(smiles)]
+    assert not wrong, f"ill-formed, but is_well_formed says yes: {wrong}"
+
+
+def test_every_valid_training_string_is_well_formed():
+    strings = TRAIN_FIXTURE.read_text().split()
+    assert all(ev.canonical(s) is not None for s in strings)
+    assert all(map(ev.is_well_formed, strings))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet="CcNnO()=#123[]H%0", max_size=20))
+def test_well_formed_never_raises_and_valid_implies_well_formed(smiles):
+    result = ev.is_well_formed(smiles)
+    assert isinstance(result, (bool, np.bool_))
+    if ev.canonical(smiles) is not None:
+        assert result
+
+
+RING_SPANS = [
+    ("C1CC1", 3), ("c1ccccc1", 6), ("CCO", 0), ("C1CC", 0), ("", 0),
+    ("C1CC2CC1CC2", 6), ("C1CC1C1CCCC1", 5), ("c1ccc(C)cc1", 9),
+    ("CC(NC(=O)CSc1n[nH]c(N)n1)c1ccccc1Cl", 8),
+]
+
+
+def test_max_open_ring_span():
+    got = {smiles: ev.max_open_ring_span(smiles) for smiles, _ in RING_SPANS}
+    wrong = {smiles: (got[smiles], span) for smiles, span in RING_SPANS if got[smiles] != span}
+    assert not wrong, f"{{string: (max_open_ring_span, expected)}}: {wrong}"

@@ -1,0 +1,120 @@
+"""Problem 3, Part C: the learning-rate schedule, the training step and its gradient norms,
+and train.py on the 400 fixture strings for a few steps (nothing trains for real)."""
+
+import json
+import math
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import problem3.train as tr
+from problem3.config import CLIP_NORM
+from problem3.dataset import IGNORE_INDEX
+from problem3.model import DecoderLM
+
+pytestmark = pytest.mark.p3c
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+@pytest.fixture
+def data_dir(tmp_path) -> Path:
+    """A data folder holding the 400 + 100 fixture strings as the SMILES splits."""
+    smiles = tmp_path / "data" / "smiles"
+    smiles.mkdir(parents=True)
+    shutil.copy(FIXTURES / "smiles_train.txt", smiles / "train.txt")
+    shutil.copy(FIXTURES / "smiles_val.txt", smiles / "val.txt")
+    return tmp_path / "data"
+
+
+def tiny_lm(vocab_size=12, norm="pre", dropout=0.0, seed=0) -> DecoderLM:
+    torch.manual_seed(seed)
+    return DecoderLM(vocab_size, d_model=16, num_layers=2, num_heads=2, d_ff=32, max_len=12,
+                     dropout=dropout, norm=norm)
+
+
+LR_CASES = [  # (step, warmup, expected) at peak 1e-3
+    (1, 500, 1e-3 / 500), (250, 500, 5e-4), (499, 500, 1e-3 * 499 / 500), (500, 500, 1e-3),
+    (501, 500, 1e-3), (4000, 500, 1e-3), (1, 0, 1e-3), (1500, 0, 1e-3)]
+
+
+def test_lr_at_step():
+    got = [float(tr.lr_at_step(step, 1e-3, warmup)) for step, warmup, _ in LR_CASES]
+    assert got == pytest.approx([expected for _, _, expected in LR_CASES], rel=1e-12), \
+        f"(step, warmup) {[case[:2] for case in LR_CASES]}"
+
+
+def test_train_step_logs_gradient_norms_before_clipping():
+    model, twin = tiny_lm(), tiny_lm()
+    for m in (model, twin):  # large logits, so the total gradient norm exceeds the clip
+        m.head.weight.data.mul_(30)
+    inputs = torch.randint(3, 12, (4, 11))
+    targets = torch.randint(3, 12, (4, 11))
+    targets[:, 8:] = IGNORE_INDEX
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.0)  # lr set by train_step
+    loss, head_norm, total_norm = tr.train_step(model, optimizer, inputs, targets, lr=1.0)
+
+    ref_loss = F.cross_entropy(twin(inputs).reshape(-1, 12), targets.reshape(-1),
+                               ignore_index=-100)
+    ref_loss.backward()
+    grads = [p.grad for p in twin.parameters()]
+    assert float(loss) == pytest.approx(ref_loss.item(), rel=1e-6)
+    assert float(head_norm) == pytest.approx(twin.head.weight.grad.pow(2).sum().sqrt().item(),
+                                             rel=1e-5)
+    expected_total = math.sqrt(sum(g.pow(2).sum().item() for g in grads))
+    assert float(total_norm) == pytest.approx(expected_total, rel=1e-5)
+    assert float(total_norm) > CLIP_NORM  # so the step below used clipped gradients
+    # SGD at lr 1: the update is the clipped gradient, of norm exactly CLIP_NORM.
+    update = [(p0 - p1) for p0, p1 in zip(twin.parameters(), model.parameters())]
+    assert math.sqrt(sum(u.pow(2).sum().item() for u in update)) == pytest.approx(1.0, rel=1e-4)
+    assert optimizer.param_groups[0]["lr"] == 1.0
+
+
+def train_args(data_dir, results, *extra):
+    return ["--norm", "pre", "--lr", "1e-3", "--warmup", "3", "--batch_size", "16",
+            "--data_dir", str(data_dir), "--results_dir", str(results), "--device", "cpu",
+            "--threads", "1", *extra]
+
+
+def read_log(results, run):
+    return json.loads((results / f"training_log_{run}.json").read_text())
+
+
+def test_train_end_to_end(data_dir, tmp_path, monkeypatch):
+    monkeypatch.setattr(tr, "LOG_EVERY", 2)
+    monkeypatch.setattr(tr, "VAL_EVERY", 4)
+    results = tmp_path / "results"
+    assert tr.main(train_args(data_dir, results, "--steps", "6", "--checkpoint_every", "3")) == 0
+    log = read_log(results, "pre_lr0.001_w3_s6")
+    assert log["run"] == "pre_lr0.001_w3_s6" and log["config"]["warmup"] == 3
+    assert [r["step"] for r in log["log"]] == [2, 4, 6]
+    assert [r["lr"] for r in log["log"]] == pytest.approx([2e-3 / 3, 1e-3, 1e-3])
+    for record in log["log"]:
+        assert 0 < record["train_loss"] < 10
+        assert 0 < record["head_grad_norm"] <= record["total_grad_norm"]
+    assert [r["step"] for r in log["val"]] == [4, 6]
+    assert log["final_val_loss"] == log["val"][-1]["val_loss"] and 0 < log["final_val_loss"] < 10
+    assert {p.name for p in results.glob("model_*.pth")} == {
+        "model_pre_lr0.001_w3_s6.pth", "model_pre_lr0.001_w3_s6_step3.pth"}
+
+
+def test_diverged_run_logs_null_and_finishes(data_dir, tmp_path, monkeypatch):
+    monkeypatch.setattr(tr, "LOG_EVERY", 2)
+    monkeypatch.setattr(tr, "VAL_EVERY", 2)
+    real_step = tr.train_step
+
+    def blow_up(model, optimizer, inputs, targets, lr):
+        with torch.no_grad():
+            model.head.weight.fill_(float("nan"))
+        return real_step(model, optimizer, inputs, targets, lr)
+
+    monkeypatch.setattr(tr, "train_step", blow_up)
+    assert tr.main(train_args(data_dir, tmp_path, "--steps", "4")) == 0
+    log = read_log(tmp_path, "pre_lr0.001_w3_s4")
+    assert log["final_val_loss"] is None
+    assert all(r["train_loss"] is None and r["head_grad_norm"] is None for r in log["log"])
+    text = (tmp_path / "training_log_pre_lr0.001_w3_s4.json").read_text()
+    assert "NaN" not in text and json.loads(text)["final_val_loss"] is None
