@@ -22,7 +22,7 @@ COMMON   = --device $(DEVICE) --threads $(THREADS)
 HANDOUT    ?= build/handout
 AUTOGRADER ?= build/autograder.zip
 
-.PHONY: all data test smoke handout autograder lint problem1 problem2 problem3 p3-runs clean-results \
+.PHONY: all data test smoke handout autograder grade-check lint problem1 problem2 problem3 p3-runs clean-results \
         seeds seeds-problem1 seeds-problem2 seeds-problem3 bands
 .DELETE_ON_ERROR:
 .SECONDARY:  # never delete a run's weights as an "intermediate" file
@@ -171,4 +171,8 @@ handout:
 
 autograder:
 	$(PY) -m provided.grade --autograder $(AUTOGRADER)
+
+# the grading kit's acceptance: reference, filled handouts and single parts grade as they should
+grade-check:
+	$(PY) -m tools.grade_check
 # END INSTRUCTORS

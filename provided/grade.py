@@ -60,8 +60,9 @@ _outcomes: dict = {}
 
 
 def pytest_runtest_logreport(report) -> None:
+    """A test passes if none of its phases failed or skipped (a graded test never skips)."""
     entry = _outcomes.setdefault(report.nodeid, {"outcome": "passed", "output": ""})
-    if report.failed or (report.when == "call" and report.skipped):
+    if report.failed or report.skipped:
         entry["outcome"] = "failed" if report.failed else "skipped"
         entry["output"] += report.longreprtext[-OUTPUT_CHARS:]
 

@@ -114,15 +114,29 @@ def splice(target: str, donor: str, names) -> str:
         lines[start - 1:end] = _reindent(donor_lines[d_start - 1:d_end], indent)
     imports, helpers = [], []
     target_names = set(target_defs) | _assigned_names(target_tree)
+    target_imports = {ast.dump(node) for node in target_tree.body
+                      if isinstance(node, (ast.Import, ast.ImportFrom))}
     for node in donor_tree.body:
-        if isinstance(node, (ast.Import, ast.ImportFrom)) and node.col_offset == 0:
-            if not (isinstance(node, ast.ImportFrom) and node.module == "__future__"):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            if ast.dump(node) not in target_imports and getattr(node, "module", "") != "__future__":
                 imports.append(ast.get_source_segment(donor, node) + "\n")
         elif _top_level_names(node) and not _top_level_names(node) & target_names:
             start, end = _span(node)
-            helpers.append("\n\n" + "".join(donor_lines[start - 1:end]))
-    body = "".join(lines)
-    return _after_docstring(body, "".join(imports)) + "".join(helpers)
+            helpers.append("".join(donor_lines[start - 1:end]) + "\n\n")
+    body = _before_main_guard("".join(lines), "".join(helpers))
+    return _after_docstring(body, "".join(imports))
+
+
+def _before_main_guard(source: str, text: str) -> str:
+    """source with text inserted before its `if __name__ == "__main__":` block (so that a
+    script finds the helpers when it runs), or at its end."""
+    if not text:
+        return source
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.If) and "__main__" in ast.unparse(node.test):
+            lines = source.splitlines(keepends=True)
+            return "".join(lines[:node.lineno - 1]) + text + "".join(lines[node.lineno - 1:])
+    return source.rstrip("\n") + "\n\n\n" + text.rstrip("\n") + "\n"
 
 
 def _assigned_names(tree: ast.Module) -> set[str]:
@@ -166,9 +180,11 @@ def solution_files(repo: Path = REPO_ROOT) -> list[str]:
 
 # ------------------------------------------------------------------------------ handout
 def tracked_files(repo: Path) -> list[str]:
-    result = subprocess.run(["git", "ls-files"], cwd=repo, capture_output=True, text=True,
-                            check=True)
-    return result.stdout.split()
+    """The repository's files as the working tree has them: tracked or new, not ignored by
+    git, and present (a file moved or deleted but not yet committed is left out)."""
+    result = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard"],
+                            cwd=repo, capture_output=True, text=True, check=True)
+    return sorted(name for name in set(result.stdout.split()) if (repo / name).is_file())
 
 
 def remove_unused_imports(folder: Path) -> None:

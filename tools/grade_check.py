@@ -1,0 +1,88 @@
+"""The grading kit's acceptance run (`make grade-check`, several minutes).
+
+    python -m tools.grade_check [--parts p1a ...]
+
+1. The repository graded on itself earns every point.
+2. The handout filled with the reference bodies earns every code point.
+3. The handout filled with grading/alternatives (solutions written differently) earns every
+   code point.
+4. The empty handout earns nothing.
+5. The handout with one part filled (each part in turn, or the ones given) earns all of that
+   part. It earns nothing elsewhere: the grader grades another part Q with the reference in
+   place of every function outside Q, so that tree is the same as the empty handout's,
+   which check 4 grades.
+Each line printed is one check; the exit status is 1 if any failed.
+"""
+
+import shutil
+import tempfile
+from pathlib import Path
+
+from provided import grade
+from provided.common import REPO_ROOT, ArgumentParser, script
+from provided.handout import fill_regions, make_handout, splice
+
+
+def code_points(results: dict) -> dict:
+    """{part: (score, max)} over the code tests of a results dict."""
+    points = {}
+    for test in results["tests"]:
+        part = test["tags"][0]
+        if not part.endswith("-results"):
+            score, maximum = points.get(part, (0.0, 0.0))
+            points[part] = (score + test["score"], maximum + test["max_score"])
+    return points
+
+
+def fill_one_part(handout: Path, out: Path, part: str, regions: dict) -> Path:
+    """The handout with the reference functions of one part only."""
+    shutil.copytree(handout, out)
+    for name, parts in regions.items():
+        mine = [f for f, p in parts.items() if p == part]
+        if mine:
+            target = out / name
+            target.write_text(splice(target.read_text(), (REPO_ROOT / name).read_text(), mine))
+    return out
+
+
+@script
+def main(argv=None) -> int:
+    parser = ArgumentParser(__doc__)
+    parser.add_argument("--parts", nargs="+", default=None)
+    args = parser.parse_args(argv)
+    rubric = grade.load_rubric()
+    parts = args.parts or list(rubric.PARTS)
+    failures = 0
+
+    def check(name: str, ok: bool, detail: str = "") -> None:
+        nonlocal failures
+        failures += not ok
+        print(f"{'ok  ' if ok else 'FAIL'} {name} {detail}", flush=True)
+
+    with tempfile.TemporaryDirectory(prefix="grade_check_") as scratch:
+        scratch = Path(scratch)
+        handout = scratch / "handout"
+        make_handout(handout)
+        reference = grade.grade(REPO_ROOT, parts, jobs=2)
+        check("the repository on itself", reference["score"] == reference["max_score"],
+              f"{reference['score']} / {reference['max_score']}")
+        for label, donor in (("reference bodies", REPO_ROOT),
+                             ("alternative bodies", REPO_ROOT / "grading" / "alternatives")):
+            filled = scratch / label.replace(" ", "_")
+            shutil.copytree(handout, filled)
+            fill_regions(filled, donor)
+            points = code_points(grade.grade(filled, parts, jobs=2))
+            missing = {p: s for p, s in points.items() if s[0] < s[1] - 1e-9}
+            check(f"the handout filled with the {label}", not missing, f"short: {missing}")
+        empty = code_points(grade.grade(handout, parts, jobs=2))
+        check("the empty handout", all(s == 0 for s, _ in empty.values()), str(empty))
+        for part in parts:
+            one = fill_one_part(handout, scratch / f"only_{part}", part, rubric.REGIONS)
+            score, maximum = code_points(grade.grade(one, [part], jobs=2))[part]
+            check(f"only {part} filled", abs(score - maximum) < 1e-9, f"{score} / {maximum}")
+    print("all checks passed" if not failures else f"{failures} checks failed")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
