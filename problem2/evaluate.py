@@ -22,6 +22,17 @@ and under the top-level 'checks' four numerical checks of the encodings themselv
     sinusoidal_score_shift_error    together, over the same random (q, k, positions, shift)
     rotary_vs_pairwise_error      max |apply_rotary - an explicit per-pair 2x2 rotation|
 
+and, for sinusoidal and rotary only, an evaluation-only length check outside the
+prescribed data:
+
+    long_sequences      accuracy on LONG_SEQUENCES = 200 fresh uniform sequences of length
+                        512 (tokens in [0, 16), drawn by their own torch.Generator seeded
+                        LONG_SEED = 2026), the saved weights loaded into the same model rebuilt
+                        with max_len 512: {'seed', 'num_sequences', 'length', 'buckets' (the
+                        eight 64-position buckets 0-63 .. 448-511), 'beyond_128_255',
+                        'beyond_256_511'}. The learned scheme is skipped (its table has 128
+                        rows), and so is none (it has no position to extrapolate).
+
 The top-level 'bag_of_tokens_ceiling' is the best accuracy any model without position
 information can reach (see bag_of_tokens_ceiling), the yardstick for 'none'.
 
@@ -30,13 +41,14 @@ sinusoidal and rotary models, in the windows 0-31 and 96-127, for the figures.
 """
 
 import argparse
+import dataclasses
 import math
 import sys
 
 import torch
 
 from problem2.config import Config, build_model, load_model
-from problem2.dataset import IGNORE_INDEX, OffsetDataset
+from problem2.dataset import IGNORE_INDEX, VOCAB_SIZE, OffsetDataset, check_offset_split
 from problem2.model import POSITIONS
 from problem2.positional import (
     apply_rotary,
@@ -62,6 +74,12 @@ ATTENTION_SEQUENCE = 0  # index of the test sequence whose attention maps are sa
 WINDOWS = ((0, 32), (96, 128))  # [start, end) of the query and key positions shown
 CHECK_SEED = 641
 SHIFT_PAIRS = [(p, s) for p in (0, 1, 5, 17, 63, 100, 127) for s in (1, 3, 7, 32, 64, 128)]
+LONG_SEED = 2026  # the long-sequence check's own generator, apart from the prescribed data
+LONG_SEQUENCES = 200
+LONG_LENGTH = 512
+LONG_BUCKET = 64
+LONG_BATCH_SIZE = 50  # sequences per forward pass: 50 x 512 x 512 attention weights
+LONG_SCHEMES = ("sinusoidal", "rotary")  # learned: 128 table rows; none: no position at all
 
 
 @torch.no_grad()
@@ -243,8 +261,10 @@ def score_shift_errors(d_model: int, samples: int = 200, seed: int = CHECK_SEED)
     """score_shift_invariance under both schemes on the same random draws.
 
     Each draw: q, k ~ N(0, I_d), a query position in [0, 64), a key position at or before
-    it, and a shift in [1, 64]. Returns the maximum change per scheme, the median change
-    for sinusoidal, and the median |score| for scale.
+    it, and a shift in [1, 64]. Returns {'rotary_score_shift_error',
+    'sinusoidal_score_shift_error': the maximum change per scheme,
+    'sinusoidal_score_shift_error_median': the median change for sinusoidal,
+    'score_magnitude_median': the median |q . k|, for scale}, each a float.
     """
     # BEGIN SOLUTION
     generator = torch.Generator().manual_seed(seed)
@@ -316,6 +336,62 @@ def attention_windows(model, tokens: torch.Tensor, k: int) -> tuple[dict, dict]:
     return maps, on_target
 
 
+def long_sequence_tokens(num_sequences: int = LONG_SEQUENCES, length: int = LONG_LENGTH,
+                         seed: int = LONG_SEED) -> torch.Tensor:
+    """[num_sequences, length] uniform tokens in [0, VOCAB_SIZE) from a torch.Generator of
+    their own (seeded `seed`): the same draw on every machine and in every run, and none of
+    the prescribed data."""
+    generator = torch.Generator().manual_seed(seed)
+    return torch.randint(0, VOCAB_SIZE, (num_sequences, length), generator=generator)
+
+
+@torch.no_grad()
+def long_sequence_accuracy(model, tokens: torch.Tensor, k: int, bucket: int = LONG_BUCKET,
+                           batch_size: int = LONG_BATCH_SIZE) -> dict:
+    """Offset-retrieval accuracy of model on tokens [N, T] (on the model's device; targets
+    built here: the target at position i >= k is tokens[:, i - k]; positions 0..k-1 have
+    none), in eval mode.
+
+    Returns {'buckets': accuracy over each `bucket` positions 0..bucket-1, ..., (None where a
+    bucket holds no target), 'beyond_128_255', 'beyond_256_511': pooled accuracy over those
+    positions (None if the sequences are too short to reach them)}.
+    """
+    model.eval()
+    N, T = tokens.shape
+    correct = torch.zeros(T)
+    for start in range(0, N, batch_size):
+        batch = tokens[start:start + batch_size]
+        predicted = model(batch).argmax(-1)  # [B, T]
+        correct[k:] += (predicted[:, k:] == batch[:, :T - k]).sum(0).cpu().float()
+    count = torch.zeros(T)
+    count[k:] = N
+
+    def pooled(first: int, end: int):
+        total = count[first:end].sum().item()
+        return correct[first:end].sum().item() / total if total else None
+
+    return {"buckets": [pooled(s, s + bucket) for s in range(0, T, bucket)],
+            "beyond_128_255": pooled(128, 256), "beyond_256_511": pooled(256, 512)}
+
+
+def long_sequence_check(model, config, device, num_sequences: int = LONG_SEQUENCES,
+                        length: int = LONG_LENGTH, seed: int = LONG_SEED) -> dict:
+    """The evaluation-only length check of one sinusoidal or rotary run: its weights loaded
+    into the model rebuilt from its Config with max_len = length (the sinusoidal table is a
+    non-persistent buffer and rotary has no table, so the state dicts match), then
+    long_sequence_accuracy on long_sequence_tokens. The entry metrics[scheme]['long_sequences']."""
+    if config.position not in LONG_SCHEMES:
+        raise ValueError(f"the long-sequence check covers {LONG_SCHEMES}, not "
+                         f"{config.position!r} (a learned table has only {config.max_len} "
+                         "rows; none has no position to extrapolate)")
+    long_model = build_model(dataclasses.replace(config, max_len=length))
+    long_model.load_state_dict(model.state_dict())
+    long_model = long_model.to(device).eval()
+    tokens = long_sequence_tokens(num_sequences, length, seed).to(device)
+    return {"seed": seed, "num_sequences": num_sequences, "length": length,
+            **long_sequence_accuracy(long_model, tokens, config.k)}
+
+
 def parse_args(argv=None) -> argparse.Namespace:
     parser = ArgumentParser(__doc__)
     add_common_args(parser, "problem2")
@@ -346,6 +422,7 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     device = setup(args)
     try:
+        check_offset_split(args.data_dir, "test")  # a bad file stops before any work
         test_set = OffsetDataset(args.data_dir, "test", k=K)
     except (FileNotFoundError, ValueError) as err:
         fail(str(err))
@@ -374,6 +451,11 @@ def main(argv=None) -> int:
         m = metrics[position]
         print(f"{position:>10}: in_range {m['in_range']:.4f}  beyond {m['beyond']:.4f}  "
               f"buckets beyond {[round(b, 4) for b in m['beyond_buckets']]}")
+        if position in LONG_SCHEMES:
+            m["long_sequences"] = long_sequence_check(model, config, device)
+            print(f"{'':>10}  {LONG_SEQUENCES} fresh sequences of {LONG_LENGTH} (seed "
+                  f"{LONG_SEED}), per {LONG_BUCKET} positions: "
+                  f"{[round(b, 4) for b in m['long_sequences']['buckets']]}")
 
     ceiling = bag_of_tokens_ceiling(test_set.tokens, K)
     metrics["bag_of_tokens_ceiling"] = {

@@ -10,12 +10,13 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from provided.common import read_json
-from provided.plots.style import save_figure
+from provided.plots.style import legend_below, save_figure
 
 ORDERS = ("forward", "reversed")
 SIZES = (1000, 2000, 4000)
 SIZE_COLORS = {1000: "tab:orange", 2000: "tab:green", 4000: "tab:blue"}
 ORDER_STYLES = {"forward": "-", "reversed": "--"}
+ORDER_COLORS = {"forward": "tab:blue", "reversed": "tab:orange"}
 SOURCE_LABELS = ["a2", "a1", "a0", "+", "b2", "b1", "b0"]
 PLACES = {0: "1s", 1: "10s", 2: "100s", 3: "1000s"}
 ATTENTIONS = ["enc0.self", "enc1.self", "dec0.self", "dec0.cross", "dec1.self", "dec1.cross"]
@@ -42,38 +43,49 @@ def validation_curves(results_dir: Path, out_dir: Path):
     if not drawn:
         plt.close(fig)
         return None
-    ax.axhline(0.95, color="gray", lw=0.8, ls=":", label="0.95 (steps_to_95)")
-    ax.set(xlabel="training step", ylabel="validation exact match (greedy decoding)",
-           title="Validation exact match during training", ylim=(-0.02, 1.02))
-    ax.legend(loc="lower right", fontsize=8)
+    ax.axhline(0.95, color="gray", lw=1, ls=":",
+               label="0.95: steps_to_95 is the first step at or above it")
+    ax.set(xlabel="training step (optimizer updates)",
+           ylabel="validation exact match\n(fraction of 2,000 pairs, greedy decoding)",
+           title="Validation exact match during training (checked every 50 steps)",
+           ylim=(-0.02, 1.02))
+    legend_below(ax, ncol=3)  # below the axes: it hides no curve
     return save_figure(fig, out_dir, "val_exact_match")
 
 
 def test_vs_train_size(metrics: dict, out_dir: Path):
-    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(10, 4))
+    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(10.5, 4))
+    fig.subplots_adjust(wspace=0.38)
     for order in ORDERS:
         sizes = [s for s in SIZES if f"{order}_n{s}" in metrics]
         if not sizes:
             continue
         runs = [metrics[f"{order}_n{s}"] for s in sizes]
         ax.plot(sizes, [r["test_exact_match"] for r in runs], ORDER_STYLES[order], marker="o",
-                label=order)
+                color=ORDER_COLORS[order], label=order)
         reached = [(s, r["steps_to_95"]) for s, r in zip(sizes, runs) if r["steps_to_95"]]
         if reached:
-            ax2.plot(*zip(*reached), ORDER_STYLES[order], marker="o", label=order)
-        for s, r in zip(sizes, runs):
-            if r["steps_to_95"] is None:
-                ax2.annotate(f"{order} n={s}:\nnever reached", (s, 0.5), fontsize=8,
-                             xycoords=("data", "axes fraction"), ha="left")
-    ax.set(xscale="log", xlabel="training pairs", ylabel="test exact match",
-           title="Test exact match (2,000 test pairs) by training size", ylim=(-0.02, 1.02))
-    ax2.set(xscale="log", xlabel="training pairs", ylabel="steps to 95% validation exact match",
-            title="steps_to_95 (runs that reached it)")
+            ax2.plot(*zip(*reached), ORDER_STYLES[order], marker="o", color=ORDER_COLORS[order],
+                     label=f"{order} (reached 0.95)")
+        never = [s for s, r in zip(sizes, runs) if r["steps_to_95"] is None]
+        if never:  # no point to plot: a marker on the x axis, named in the legend
+            ax2.plot(never, [0.0] * len(never), linestyle="none", marker="X", markersize=10,
+                     color=ORDER_COLORS[order], clip_on=False, zorder=5,
+                     transform=ax2.get_xaxis_transform(),
+                     label=f"{order}: never reached 0.95 in 2,400 steps "
+                           f"(n={', '.join(map(str, never))})")
+    ax.set(xscale="log", xlabel="training pairs (log scale)",
+           ylabel="test exact match (fraction of 2,000 pairs)",
+           title="Test exact match by training size", ylim=(-0.02, 1.02))
+    ax2.set(xscale="log", xlabel="training pairs (log scale)",
+            ylabel="steps to 0.95 validation exact match\n(training steps)",
+            title="steps_to_95 (a cross on the x axis: never reached)")
     for a in (ax, ax2):
         a.set_xticks(SIZES, [str(s) for s in SIZES])
         a.minorticks_off()
+    for a in (ax, ax2):
         if a.get_legend_handles_labels()[0]:
-            a.legend()
+            legend_below(a, ncol=1)
     return save_figure(fig, out_dir, "test_vs_train_size")
 
 
@@ -134,6 +146,7 @@ def ablation_figure(ablation: dict, metrics: dict, out_dir: Path):
                         color="black" if table[i, h] > 0.5 else "white")
         ax.set_xticks(range(4), [f"h{h}" for h in range(4)])
         ax.set_yticks(range(len(ATTENTIONS)), ATTENTIONS)
+        ax.set_ylabel("attention (layer.kind)")
         ax.grid(False)
         full = metrics.get(run, {}).get("test_exact_match")
         ax.set_title(f"{run} (all heads: {full:.3f})" if full is not None else run, fontsize=10)
@@ -147,14 +160,16 @@ def pruning_figure(pruning: dict, out_dir: Path):
     fig, ax = plt.subplots(figsize=(7.5, 4.5))
     for run, curve in pruning.items():
         removed = [len(p["removed"]) for p in curve]
-        ax.plot(removed, [p["test_exact_match"] for p in curve],
-                ORDER_STYLES[run.split("_n")[0]], marker="o", ms=3, label=run)
-    ax.axhline(0.95, color="gray", lw=0.8, ls=":")
-    ax.set(xlabel="heads removed (of 24), greedily", ylabel="test exact match",
-           title="Greedy head pruning", ylim=(-0.02, 1.02), xticks=range(0, 25, 2))
+        order = run.split("_n")[0]
+        ax.plot(removed, [p["test_exact_match"] for p in curve], ORDER_STYLES.get(order, "-"),
+                color=ORDER_COLORS.get(order), marker="o", ms=3, label=run)
+    ax.axhline(0.95, color="gray", lw=1, ls=":", label="0.95 test exact match")
+    ax.set(xlabel="heads removed (of 24), greedily", ylabel="test exact match (fraction of "
+           "2,000 pairs)", title="Greedy head pruning", ylim=(-0.02, 1.02),
+           xticks=range(0, 25, 2))
     top = ax.secondary_xaxis("top", functions=(lambda x: 24 - x, lambda x: 24 - x))
     top.set_xlabel("heads left")
-    ax.legend()
+    ax.legend(loc="lower left")
     return save_figure(fig, out_dir, "pruning")
 
 

@@ -1,7 +1,9 @@
 """Figures of Problem 2, drawn from problem2/results/metrics.json and attention_maps.json.
 
     accuracy_by_bucket.png   test accuracy per 16-position bucket over 0..127, four schemes,
-                             the training length marked
+                             the training length marked (no line crosses it); below, when
+                             metrics.json has it, the evaluation-only length check: sinusoidal
+                             and rotary per 64-position bucket on fresh sequences of 512
     attention_maps.png       one test sequence's attention weights under the sinusoidal and
                              rotary models, positions 0-31 and 96-127 side by side
     learned_table_drift.png  distance of each learned-table row from its initial value
@@ -13,42 +15,115 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from provided.common import read_json
-from provided.plots.style import save_figure
+from provided.plots.style import legend_right, save_figure
 
 SCHEMES = ("none", "learned", "sinusoidal", "rotary")
 COLORS = {"none": "tab:gray", "learned": "tab:blue", "sinusoidal": "tab:orange",
           "rotary": "tab:green"}
+MARKERS = {  # distinct shapes; 'none': large open squares, no line, over the ceiling line
+    "none": {"marker": "s", "markersize": 8, "markerfacecolor": "white",
+             "markeredgewidth": 1.8, "linestyle": "none"},
+    "learned": {"marker": "o", "markersize": 6},
+    "sinusoidal": {"marker": "D", "markersize": 5.5},
+    "rotary": {"marker": "^", "markersize": 6.5},
+}
+OFFSETS = {"none": 0.0, "learned": -2.5, "sinusoidal": 0.0, "rotary": 2.5}  # within a bucket
 TRAIN_LENGTH, BUCKET, VOCAB = 64, 16, 16
 
 
-def accuracy_by_bucket(metrics: dict, out_dir: Path) -> Path:
-    fig, ax = plt.subplots(figsize=(8.5, 4.4))
+def split_at(xs, ys, boundary: float):
+    """(xs, ys) as two segments, before and from boundary, so no line joins them."""
+    xs, ys = np.asarray(xs, dtype=float), np.asarray(ys, dtype=float)
+    return [(xs[xs < boundary], ys[xs < boundary]), (xs[xs >= boundary], ys[xs >= boundary])]
+
+
+def mark_training_length(ax, y: float, text: str):
+    """Shade the positions no training sequence reaches and label the boundary."""
+    ax.axvspan(TRAIN_LENGTH - 0.5, ax.get_xlim()[1], color="0.93", zorder=0, linewidth=0)
+    ax.axvline(TRAIN_LENGTH - 0.5, color="black", linewidth=1.5, zorder=1)
+    ax.text(TRAIN_LENGTH + 2, y, text, va="center", fontsize=8.5,
+            bbox={"boxstyle": "round,pad=0.25", "facecolor": "white", "edgecolor": "none",
+                  "alpha": 0.85}, zorder=6)
+
+
+def bucket_panel(ax, metrics: dict):
+    """Test split, positions 0..127: bucket markers (lines only within the training length
+    and within the unseen positions, never across), faint per-position lines."""
+    ax.set_xlim(0, 128)
+    if "bag_of_tokens_ceiling" in metrics:  # drawn first: the 'none' markers sit on top
+        buckets = metrics["bag_of_tokens_ceiling"]["buckets"]
+        centers = [BUCKET * b + (BUCKET - 1) / 2 for b in range(len(buckets))]
+        for i, (x, y) in enumerate(split_at(centers, buckets, TRAIN_LENGTH)):
+            ax.plot(x, y, color="black", linestyle="--", linewidth=1.2, zorder=2,
+                    label="best without position (bag of tokens)" if i == 0 else None)
     for scheme in SCHEMES:
         if scheme not in metrics:
             continue
-        buckets = metrics[scheme]["buckets"]
-        centers = [BUCKET * b + (BUCKET - 1) / 2 for b in range(len(buckets))]
-        ax.plot(centers, buckets, marker="o", color=COLORS[scheme], label=f"{scheme} (bucket)")
+        buckets = [np.nan if b is None else b for b in metrics[scheme]["buckets"]]
+        centers = [BUCKET * b + (BUCKET - 1) / 2 + OFFSETS[scheme] for b in range(len(buckets))]
+        for i, (x, y) in enumerate(split_at(centers, buckets, TRAIN_LENGTH)):
+            ax.plot(x, y, color=COLORS[scheme], linewidth=1.6, zorder=5, **MARKERS[scheme],
+                    label=f"{scheme} (bucket of 16)" if i == 0 else None)
         per_position = [np.nan if a is None else a for a in metrics[scheme]["per_position"]]
-        ax.plot(range(len(per_position)), per_position, color=COLORS[scheme], alpha=0.3,
-                linewidth=0.8)
-    if "bag_of_tokens_ceiling" in metrics:
-        buckets = metrics["bag_of_tokens_ceiling"]["buckets"]
-        centers = [BUCKET * b + (BUCKET - 1) / 2 for b in range(len(buckets))]
-        ax.plot(centers, buckets, color="black", linestyle="--", linewidth=1, marker="x",
-                label="best without position\n(bag of tokens)")
-    ax.axvline(TRAIN_LENGTH - 0.5, color="black", linewidth=1.5)
-    ax.text(TRAIN_LENGTH + 1, 0.62, "training length 64 →\nunseen positions",
-            va="center", fontsize=9)
+        for x, y in split_at(range(len(per_position)), per_position, TRAIN_LENGTH):
+            ax.plot(x, y, color=COLORS[scheme], alpha=0.3, linewidth=0.8, zorder=3)
     ax.axhline(1 / VOCAB, color="black", linestyle=":", linewidth=1, label="chance (1/16)")
+    mark_training_length(ax, 0.62, "training length 64:\npositions 64-127 unseen\n"
+                                   "(shaded)")
     ax.set_xticks(range(0, 129, BUCKET))
-    ax.set_xlim(0, 128)
     ax.set_ylim(-0.02, 1.02)
-    ax.set_xlabel("position in the test sequence (buckets of 16; targets start at 7)")
+    ax.set_xlabel("position in the 128-token test sequence (token index; targets start at 7)")
     ax.set_ylabel("accuracy (fraction of targets)")
-    ax.set_title("Offset retrieval (k = 7): accuracy by position\n"
-                 "markers: per 16-position bucket; faint lines: per position")
-    ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5))
+    ax.set_title("Test split, sequences of 128: markers per 16-position bucket (nudged "
+                 "apart within it), faint lines per position", fontsize=10)
+    legend_right(ax)
+
+
+def long_sequence_panel(ax, metrics: dict):
+    """Evaluation-only check: fresh sequences of 512, accuracy per bucket (of 64)."""
+    schemes = [s for s in SCHEMES if "long_sequences" in metrics.get(s, {})]
+    first = metrics[schemes[0]]["long_sequences"]
+    length = first["length"]
+    ax.set_xlim(0, length)
+    for scheme in schemes:
+        entry = metrics[scheme]["long_sequences"]
+        size = entry["length"] // len(entry["buckets"])
+        buckets = [np.nan if b is None else b for b in entry["buckets"]]
+        centers = [size * b + (size - 1) / 2 + OFFSETS[scheme] * size / BUCKET
+                   for b in range(len(buckets))]
+        for i, (x, y) in enumerate(split_at(centers, buckets, TRAIN_LENGTH)):
+            ax.plot(x, y, color=COLORS[scheme], linewidth=1.6, zorder=4, **MARKERS[scheme],
+                    label=f"{scheme} (bucket of {size})" if i == 0 else None)
+        for x, y in zip(centers, buckets):
+            if not np.isnan(y):
+                ax.annotate(f"{y:.3f}", (x, y), textcoords="offset points", fontsize=7.5,
+                            xytext=(0, 7 if scheme == "rotary" else -12), ha="center",
+                            color=COLORS[scheme], zorder=6)
+    ax.axhline(1 / VOCAB, color="black", linestyle=":", linewidth=1, label="chance (1/16)")
+    ax.axvline(128 - 0.5, color="black", linestyle="-.", linewidth=1,
+               label="end of the 128-position test split")
+    mark_training_length(ax, 0.55, "training\nlength 64")
+    ax.set_xticks(range(0, length + 1, 64))
+    ax.set_ylim(-0.02, 1.08)
+    ax.set_xlabel(f"position in a fresh {length}-token sequence (token index)")
+    ax.set_ylabel("accuracy (fraction of targets)")
+    ax.set_title(f"Evaluation-only length check: {first['num_sequences']} fresh uniform "
+                 f"sequences of {length} (seed {first['seed']}),\nsame weights, model rebuilt "
+                 f"with max_len {length} (learned skipped: its table has 128 rows)",
+                 fontsize=10)
+    legend_right(ax)
+
+
+def accuracy_by_bucket(metrics: dict, out_dir: Path) -> Path:
+    long_check = any("long_sequences" in metrics.get(s, {}) for s in SCHEMES)
+    fig, axes = plt.subplots(2 if long_check else 1, 1, squeeze=False,
+                             figsize=(9.5, 8.6 if long_check else 4.4))
+    bucket_panel(axes[0, 0], metrics)
+    if long_check:
+        long_sequence_panel(axes[1, 0], metrics)
+        fig.subplots_adjust(hspace=0.45)
+    fig.suptitle("Offset retrieval (k = 7): accuracy by position", y=0.95 if long_check
+                 else 1.04)
     return save_figure(fig, out_dir, "accuracy_by_bucket")
 
 
@@ -99,6 +174,8 @@ def learned_table_drift(drift: dict, out_dir: Path) -> Path:
 
 
 def make_figures(results_dir: Path, out_dir: Path) -> list[Path]:
+    if not (Path(results_dir) / "metrics.json").exists():
+        return []  # nothing to draw: visualize.py says what to run first
     metrics = read_json(Path(results_dir) / "metrics.json")
     paths = [accuracy_by_bucket(metrics, out_dir)]
     maps_path = Path(results_dir) / "attention_maps.json"

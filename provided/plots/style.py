@@ -13,7 +13,21 @@ plt.rcParams.update({
     "axes.spines.top": False,
     "axes.spines.right": False,
     "font.size": 10,
+    "legend.framealpha": 0.9,
 })
+
+
+def legend_below(ax, ncol: int = 3, **kwargs):
+    """The axes' legend outside and below them (under the x label), so that it hides no
+    curve; save_figure's tight bounding box keeps it in the PNG."""
+    return ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=ncol,
+                     fontsize=kwargs.pop("fontsize", 8.5), **kwargs)
+
+
+def legend_right(ax, **kwargs):
+    """The axes' legend outside and to the right of them, so that it hides no curve."""
+    return ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5),
+                     fontsize=kwargs.pop("fontsize", 8.5), **kwargs)
 
 
 def save_figure(fig, out_dir: Path, name: str) -> Path:
