@@ -23,6 +23,7 @@ import zipfile
 from pathlib import Path
 
 import numpy as np
+from tqdm import tqdm
 
 from provided.common import (
     DATA_DIR,
@@ -182,8 +183,8 @@ def write_smiles(data_dir: Path, moses_csv: Path | None = None,
         if len(strings) != MOSES_TRAIN_ROWS:
             raise DatasetError(f"the MOSES train split has {len(strings)} rows, expected "
                                f"{MOSES_TRAIN_ROWS}; delete {data_dir / 'cache'} and retry")
-    print(f"filtering {len(strings):,} MOSES strings ...", flush=True)
-    kept = [s for s in strings if keep_smiles(s)]
+    kept = [s for s in tqdm(strings, desc="filtering MOSES strings", unit="string",
+                            mininterval=2) if keep_smiles(s)]
     chosen = subsample_kept(kept, splits, source=source)
     if splits == SMILES_SPLITS:  # the homework's sizes: the input must be the whole split
         if len(strings) != MOSES_TRAIN_ROWS:

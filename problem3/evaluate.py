@@ -30,6 +30,7 @@ import numpy as np
 import torch
 from rdkit import Chem, RDLogger
 from rdkit.Chem import QED, Descriptors
+from tqdm import tqdm
 
 from problem3.config import TRAIN_THRESHOLD, load_model
 from problem3.dataset import (
@@ -223,8 +224,9 @@ def train_canonical_set(train_path: Path, cache_dir: Path) -> set[str]:
     cache = cache_dir / f"train_canonical_{digest}.txt"
     if cache.exists():
         return set(cache.read_text().split())
-    print(f"canonicalizing {train_path} (once; cached in {cache_dir}) ...", flush=True)
-    result = {c for c in map(canonical, read_smiles(train_path)) if c is not None}
+    strings = tqdm(read_smiles(train_path), desc=f"canonicalizing {train_path.name} (once, "
+                   f"cached in {cache_dir})", unit="string", mininterval=2)
+    result = {c for c in map(canonical, strings) if c is not None}
     atomic_write_text(cache, "\n".join(sorted(result)) + "\n")
     return result
 
@@ -305,10 +307,10 @@ def evaluate_main(results_dir: Path, run: str, train_path: Path, num_samples: in
         return None
     train_canon = train_canonical_set(train_path, results_dir / "cache")
     by_step = []
-    for step, model, vocab in models:
+    for step, model, vocab in tqdm(models, desc=f"sampling {run}", unit="checkpoint"):
         samples = sample_run(model, vocab, num_samples, 1.0, seed, device)
         by_step.append({"step": step, **sample_metrics(samples, train_canon)})
-        print(f"step {step}: {by_step[-1]}", flush=True)
+        tqdm.write(f"step {step}: {by_step[-1]}")
 
     final = samples  # the final model's T = 1 samples, the same strings as sample.py's file
     by_temperature = []
