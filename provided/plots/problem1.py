@@ -19,7 +19,6 @@ ORDER_STYLES = {"forward": "-", "reversed": "--"}
 ORDER_COLORS = {"forward": "tab:blue", "reversed": "tab:orange"}
 SOURCE_LABELS = ["a2", "a1", "a0", "+", "b2", "b1", "b0"]
 PLACES = {0: "1s", 1: "10s", 2: "100s", 3: "1000s"}
-ATTENTIONS = ["enc0.self", "enc1.self", "dec0.self", "dec0.cross", "dec1.self", "dec1.cross"]
 
 
 def output_labels(order: str) -> list[str]:
@@ -138,14 +137,16 @@ def ablation_figure(ablation: dict, metrics: dict, out_dir: Path):
     fig, axes = plt.subplots(1, len(runs), figsize=(4.6 * len(runs), 4.2), squeeze=False,
                              constrained_layout=True)
     for ax, run in zip(axes[0], runs):
-        table = np.array([[ablation[run][f"{a}.h{h}"] for h in range(4)] for a in ATTENTIONS])
+        # head names 'enc0.self.h2': one row per attention, in the order evaluate.py wrote them
+        attentions = list(dict.fromkeys(name.rsplit(".", 1)[0] for name in ablation[run]))
+        table = np.array([[ablation[run][f"{a}.h{h}"] for h in range(4)] for a in attentions])
         image = ax.imshow(table, vmin=0, vmax=1, cmap="magma", aspect="auto")
         for i in range(table.shape[0]):
             for h in range(4):
                 ax.text(h, i, f"{table[i, h]:.3f}", ha="center", va="center", fontsize=8,
                         color="black" if table[i, h] > 0.5 else "white")
         ax.set_xticks(range(4), [f"h{h}" for h in range(4)])
-        ax.set_yticks(range(len(ATTENTIONS)), ATTENTIONS)
+        ax.set_yticks(range(len(attentions)), attentions)
         ax.set_ylabel("attention (layer.kind)")
         ax.grid(False)
         full = metrics.get(run, {}).get("test_exact_match")
