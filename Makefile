@@ -162,9 +162,11 @@ $(P3)/seeds/%_s1500.pth: | data/smiles/train.txt
 $(P3)/seeds/seed%/metrics.json: $(foreach c,$(P3_SEED_CELLS),$(P3)/seeds/seed%/model_$(c)_s1500.pth)
 	$(RUN) -m problem3.evaluate --results_dir $(@D) $(COMMON)
 
-# problemN/results/reference_bands.json: mean, sd, min, max over seed 0 and the extra seeds
+# problemN/results/reference_bands.json (mean, sd, min, max over seed 0 and the extra seeds),
+# then the reports' generated tables
 bands:
 	$(PY) -m tools.bands
+	$(PY) -m tools.report_tables
 
 handout:
 	rm -rf $(HANDOUT) && $(PY) -m provided.handout $(HANDOUT)

@@ -1,0 +1,159 @@
+"""The three reports against the committed JSON: every generated table (tools/report_tables.py)
+is current, and the numbers a reader checked in the prose are what the JSON, the logs and the
+sample file give."""
+
+import json
+import math
+import statistics
+
+import pytest
+
+from provided.common import REPO_ROOT, results_dir
+from tools import report_tables
+from tools.report_tables import fmt
+
+pytestmark = pytest.mark.kit
+
+
+def report(problem: str) -> str:
+    """The report's text with its lines joined, so that a quoted phrase may wrap."""
+    return " ".join((REPO_ROOT / problem / "REPORT.md").read_text().split())
+
+
+def load(problem: str, name: str):
+    return json.loads((results_dir(problem) / name).read_text())
+
+
+def log(problem: str, run: str) -> dict:
+    return load(problem, f"training_log_{run}.json")
+
+
+# ------------------------------------------------------------------------ generated tables
+def test_generated_tables_match_the_json():
+    differences = report_tables.differences()
+    assert not differences, ("tables out of date (run `python -m tools.report_tables`):\n"
+                             + "\n".join(differences))
+
+
+def test_a_stale_table_is_named_and_rewritten():
+    text = "intro\n<!-- table: t1 -->\nold\n<!-- end table -->\n<!-- table: t2 -->\nsame\n" \
+           "<!-- end table -->\n"
+    new, changed, problems = report_tables.fill(text, {"t1": "new", "t2": "same"})
+    assert changed == ["t1"] and not problems
+    assert "<!-- table: t1 -->\nnew\n<!-- end table -->" in new and "old" not in new
+    _, changed, problems = report_tables.fill(new, {"t1": "new", "t2": "same", "t3": "x"})
+    assert changed == [] and problems == ["table t3: generated but has no markers in the report"]
+
+
+def test_rounding_is_half_up_from_the_json_text():
+    assert fmt(0.64175) == "0.6418" and fmt(0.999875) == "0.9999" and fmt(1.0) == "1.0000"
+    assert fmt(0.9942500000000001) == "0.9943" and fmt(None) == "–"
+
+
+# -------------------------------------------------------------------- quoted prose numbers
+def p1_quotes() -> list[str]:
+    metrics = load("problem1", "metrics.json")
+    maps = load("problem1", "attention_maps.json")
+    breakdown = load("problem1", "breakdown.json")
+    # forward decoder layer 1, head 3, output step 0 (s3); source a2 a1 a0 + b2 b1 b0
+    s3 = maps["forward_n4000"]["decoder_cross"][1][3][0]
+    late = {run: statistics.fmean(p["val_exact_match"] for p in log("problem1", run)["log"][-10:])
+            for run in ("forward_n2000", "reversed_n2000")}
+    h2 = maps["reversed_n4000"]["decoder_self"][0][2]
+    pruning = metrics["pruning"]["reversed_n4000"]
+    carries = breakdown["forward_n1000"]["exact_match_by_carries"].values()
+    return [
+        f"dec1.cross.h3 puts {fmt(s3[2] + s3[6], 3)} on a0 + b0 (a0 {fmt(s3[2], 3)}, "
+        f"b0 {fmt(s3[6], 3)};",
+        f"removing it alone lowers test exact match to "
+        f"{fmt(metrics['ablation']['forward_n4000']['dec1.cross.h3'])}",
+        f"| enc1.self.h2 | {fmt(metrics['ablation']['forward_n4000']['enc1.self.h2'])} |",
+        f"averaged over them the two orders are {fmt(late['forward_n2000'])} and "
+        f"{fmt(late['reversed_n2000'])}",
+        f"its worst place is the tens digit s1 "
+        f"({fmt(breakdown['forward_n1000']['place_accuracy']['s1'])}",
+        f"flat across carry counts ({fmt(min(carries))}-{fmt(max(carries))}",
+        f"(test exact match {fmt(metrics['ablation']['reversed_n4000']['dec0.self.h2'])} "
+        f"without it)",
+        f"weight on the BOS position at steps 0-2 ({fmt(h2[0][0], 3)}, {fmt(h2[1][0], 3)}, "
+        f"{fmt(h2[2][0], 3)})",
+        f"lowers exact match from {fmt(pruning[17]['test_exact_match'])} to "
+        f"{fmt(pruning[18]['test_exact_match'])}",
+        f"sqrt(p(1 - p) / 2000): {fmt(math.sqrt(0.99 * 0.01 / 2000))} at p = 0.99",
+    ]
+
+
+def p2_quotes() -> list[str]:
+    metrics = load("problem2", "metrics.json")
+    uniform = statistics.fmean(1 / (i + 1) for i in range(7, 64))
+    rotary = metrics["rotary"]["long_sequences"]["buckets"]
+    return [
+        f"weight on the target key averages "
+        f"{fmt(metrics['none']['attention']['on_target']['in_range'])} over queries 7–63",
+        f"averaged over the same queries, would give {fmt(uniform)}",
+        f"then falls to {fmt(rotary[6])} at 384–447 and {fmt(rotary[7])} at 448–511",
+        f"Rotary stays at {fmt(min(rotary[1:6]))}–{fmt(max(rotary[1:6]))} per bucket up to "
+        f"position 383",
+    ]
+
+
+def p3_quotes() -> list[str]:
+    from problem3.evaluate import RING_DIGIT, is_well_formed
+    from provided.smiles import tokenize
+
+    metrics = load("problem3", "metrics.json")
+    train = {p["step"]: p["train_loss"] for p in log("problem3", "post_lr0.03_w500_s1500")["log"]}
+    properties = load("problem3", "properties.json")["samples"]["mol_wt"]
+    low, high = sum(w < 250 for w in properties), sum(w > 350 for w in properties)
+    at_100 = {e["run"]: next(p["head_grad_norm"] for p in log("problem3", e["run"])["log"]
+                             if p["step"] == 100) for e in metrics["sweep"]}
+    ranked = sorted(at_100, key=at_100.get)
+    stalled, healthy = ranked[:3], ranked[3:]
+    samples = [s for s in (results_dir("problem3") / "samples_pre_lr0.001_w500_s4000.txt")
+               .read_text().splitlines() if s]
+    ill = [s for s in samples if not is_well_formed(s)]
+
+    def unclosed(smiles: str) -> bool:
+        try:
+            tokens = tokenize(smiles)
+        except ValueError:
+            return False
+        digits = [t for t in tokens if RING_DIGIT.match(t)]
+        return any(digits.count(d) % 2 for d in set(digits))
+
+    final = metrics["main"]["by_temperature"][1]
+    quotes = [
+        f"is {fmt(train[1200], 3)} at step 1200 and then rises",
+        f"to {fmt(train[1500], 3)} at step 1500, still rising",
+        f"{low + high} of the {len(properties)} valid samples "
+        f"({round(100 * (low + high) / len(properties))}%; {low} below 250 and {high} above 350",
+        f"post-LN at 3e-2 ({fmt(at_100['post_lr0.03_w0_s1500'], 3)}) and at 1e-2 "
+        f"({fmt(at_100['post_lr0.01_w0_s1500'], 3)}) without warmup and pre-LN at 3e-2 "
+        f"without warmup ({fmt(at_100['pre_lr0.03_w0_s1500'], 3)})",
+        f"all nine others have {fmt(min(at_100[r] for r in healthy), 3)} or more",
+        f"{sum(unclosed(s) for s in ill)} of the {len(ill)} ill-formed samples",
+        "validity 0.975, uniqueness 0.999 among 10,000 samples (unique@10k) and novelty 0.842",
+        f"our final model has validity {fmt(final['validity'], 3)}, uniqueness "
+        f"{fmt(final['uniqueness'], 3)} and novelty {fmt(final['novelty'], 3)}",
+    ]
+    assert set(stalled) == {"post_lr0.03_w0_s1500", "post_lr0.01_w0_s1500",
+                            "pre_lr0.03_w0_s1500"}, stalled
+    path = results_dir("problem3") / "mechanism.json"
+    if path.exists():
+        runs = {(r["norm"], r["lr"]): r for r in json.loads(path.read_text())["runs"]}
+
+        def late_ratio(norm, lr):
+            return statistics.median(x for rec in runs[(norm, lr)]["records"]
+                                     if rec["step"] >= 100 for x in rec["update_ratio"])
+        quotes.append(f"the median update ratio is {fmt(late_ratio('post', 0.01))} for post-LN "
+                      f"at 1e-2, against {fmt(late_ratio('pre', 0.01))} for pre-LN")
+    return quotes
+
+
+@pytest.mark.parametrize("problem, quotes", [("problem1", p1_quotes), ("problem2", p2_quotes),
+                                             ("problem3", p3_quotes)])
+def test_quoted_numbers_match_the_json(problem, quotes):
+    text = report(problem)
+    missing = [quote for quote in quotes() if " ".join(quote.split()) not in text]
+    assert not missing, f"{problem}/REPORT.md does not quote, as the JSON gives:\n" + \
+        "\n".join(missing)
