@@ -3,8 +3,6 @@ maps, and evaluate.py end to end on a tiny data folder (after a 3-step training 
 
 import copy
 import json
-import random
-from pathlib import Path
 
 import pytest
 import torch
@@ -20,6 +18,7 @@ from problem1.evaluate import (
     single_head_ablation,
 )
 from problem1.model import AdditionTransformer
+from tests.tiny import addition_data, script_args
 
 pytestmark = pytest.mark.p1e
 
@@ -77,18 +76,8 @@ def test_single_head_ablation():
         "A": 0.9, "B": 0.95, "C": 0.5}
 
 
-def write_tiny_data(root: Path, n_train=4000, n_eval=24) -> Path:
-    rng = random.Random(0)
-    folder = root / "data" / "addition"
-    folder.mkdir(parents=True)
-    for split, n in (("train", n_train), ("val", n_eval), ("test", n_eval)):
-        lines = [f"{rng.randint(0, 999)},{rng.randint(0, 999)}" for _ in range(n)]
-        (folder / f"{split}.csv").write_text("a,b\n" + "\n".join(lines) + "\n")
-    return root / "data"
-
-
 def test_mean_attention_maps_shapes_and_means(tmp_path):
-    data = write_tiny_data(tmp_path, n_train=8, n_eval=6)
+    data = addition_data(tmp_path, n_train=8, n_eval=6)
     pairs = (data / "addition" / "test.csv").read_text().splitlines()[1:]
     (data / "addition" / "val.csv").write_text("a,b\n" + "\n".join(pairs[3:]) + "\n")
     torch.manual_seed(0)
@@ -107,7 +96,7 @@ def test_mean_attention_maps_shapes_and_means(tmp_path):
 
 
 def test_head_removal_scorer_matches_a_fresh_copy(tmp_path):
-    data = write_tiny_data(tmp_path, n_train=8, n_eval=200)
+    data = addition_data(tmp_path, n_train=8, n_eval=200)
     test = AdditionDataset(data, "test", "reversed")
     torch.manual_seed(0)
     model = AdditionTransformer().eval()
@@ -133,14 +122,9 @@ def test_head_removal_scorer_matches_a_fresh_copy(tmp_path):
                        score.W_o["enc0.self"])  # the model given is never changed
 
 
-def common(tmp_path, data):
-    return ["--data_dir", str(data), "--results_dir", str(tmp_path / "results"),
-            "--device", "cpu", "--threads", "1"]
-
-
 def test_evaluate_end_to_end(tmp_path):
-    data = write_tiny_data(tmp_path)
-    args = common(tmp_path, data)
+    data = addition_data(tmp_path)
+    args = script_args(tmp_path, data)
     results = tmp_path / "results"
     command = ["--digit_order", "reversed", "--train_size", "4000", "--steps", "3"] + args
     assert train.main(command) == 0  # a 3-step run to evaluate

@@ -2,8 +2,6 @@
 end on a tiny data folder with a few steps (no real training)."""
 
 import json
-import random
-from pathlib import Path
 
 import pytest
 import torch
@@ -13,18 +11,9 @@ from problem1 import train
 from problem1.dataset import BOS, PLUS, AdditionDataset
 from problem1.model import AdditionTransformer
 from problem1.train import steps_to_95, train_step, validate
+from tests.tiny import addition_data, script_args
 
 pytestmark = pytest.mark.p1d
-
-
-def write_tiny_data(root: Path, n_train=4000, n_eval=24) -> Path:
-    rng = random.Random(0)
-    folder = root / "data" / "addition"
-    folder.mkdir(parents=True)
-    for split, n in (("train", n_train), ("val", n_eval), ("test", n_eval)):
-        lines = [f"{rng.randint(0, 999)},{rng.randint(0, 999)}" for _ in range(n)]
-        (folder / f"{split}.csv").write_text("a,b\n" + "\n".join(lines) + "\n")
-    return root / "data"
 
 
 def test_steps_to_95():
@@ -54,7 +43,7 @@ def test_train_step_takes_one_step_on_the_teacher_forced_loss():
 
 
 def test_validate_decodes_greedily(tmp_path):
-    data = write_tiny_data(tmp_path, n_train=8)
+    data = addition_data(tmp_path, n_train=8)
     dataset = AdditionDataset(data, "val", "forward")
     torch.manual_seed(0)
     model = AdditionTransformer().eval()
@@ -69,14 +58,9 @@ def test_validate_decodes_greedily(tmp_path):
     assert float(token) == pytest.approx((4 * n - 1) / (4 * n))
 
 
-def common(tmp_path, data):
-    return ["--data_dir", str(data), "--results_dir", str(tmp_path / "results"),
-            "--device", "cpu", "--threads", "1"]
-
-
 def test_train_end_to_end(tmp_path):
-    data = write_tiny_data(tmp_path)
-    args = common(tmp_path, data)
+    data = addition_data(tmp_path)
+    args = script_args(tmp_path, data)
     results = tmp_path / "results"
     command = ["--digit_order", "reversed", "--train_size", "4000", "--steps", "3"] + args
     assert train.main(command) == 0

@@ -4,13 +4,13 @@ evaluate.py end to end on tiny data (after 3-step training runs of the four sche
 import json
 import math
 
-import numpy as np
 import pytest
 import torch
 
 from problem2 import evaluate, train
 from problem2.dataset import IGNORE_INDEX
 from problem2.model import POSITIONS
+from tests.tiny import offset_data
 
 pytestmark = pytest.mark.p2e
 
@@ -25,10 +25,7 @@ def problem2_runs(tmp_path_factory):
     def runs():
         if not done:
             root = tmp_path_factory.mktemp("problem2")
-            rng = np.random.default_rng(0)
-            (root / "data" / "offset").mkdir(parents=True)
-            np.save(root / "data" / "offset" / "train.npy", rng.integers(0, 16, size=(40, 64)))
-            np.save(root / "data" / "offset" / "test.npy", rng.integers(0, 16, size=(6, 128)))
+            offset_data(root)
             common = ["--data_dir", str(root / "data"), "--results_dir", str(root / "results"),
                       "--device", "cpu", "--threads", "1"]
             for position in POSITIONS:

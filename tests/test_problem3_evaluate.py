@@ -2,7 +2,6 @@
 evaluate.py end to end after a few training steps on the 400 fixture strings."""
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
@@ -11,6 +10,7 @@ import problem3.evaluate as ev
 import problem3.sample as sample
 import problem3.train as tr
 from provided.visualize import main as visualize_main
+from tests.tiny import smiles_data
 
 pytestmark = pytest.mark.p3e
 
@@ -20,11 +20,7 @@ FIXTURES = Path(__file__).parent / "fixtures"
 @pytest.fixture
 def data_dir(tmp_path) -> Path:
     """A data folder holding the 400 + 100 fixture strings as the SMILES splits."""
-    smiles = tmp_path / "data" / "smiles"
-    smiles.mkdir(parents=True)
-    shutil.copy(FIXTURES / "smiles_train.txt", smiles / "train.txt")
-    shutil.copy(FIXTURES / "smiles_val.txt", smiles / "val.txt")
-    return tmp_path / "data"
+    return smiles_data(tmp_path)
 
 
 def test_validity_uniqueness_novelty_by_hand():

@@ -4,15 +4,10 @@
 import pytest
 import torch
 
-from problem3.model import Block, DecoderLM, causal_mask
+from problem3.model import Block, causal_mask
+from tests.tiny import tiny_lm
 
 pytestmark = pytest.mark.p3b
-
-
-def tiny_lm(vocab_size=12, norm="pre", dropout=0.0, seed=0) -> DecoderLM:
-    torch.manual_seed(seed)
-    return DecoderLM(vocab_size, d_model=16, num_layers=2, num_heads=2, d_ff=32, max_len=12,
-                     dropout=dropout, norm=norm)
 
 
 def test_causal_mask():

@@ -13,9 +13,9 @@ from hypothesis import strategies as st
 import problem3.evaluate as ev
 import problem3.sample as sample
 import problem3.train as tr
-from problem3.model import DecoderLM
 from problem3.sample import generate
 from provided.smiles import EOS, SmilesVocab, tokenize
+from tests.tiny import tiny_lm
 
 pytestmark = pytest.mark.p3d
 
@@ -27,12 +27,6 @@ TRAIN_FIXTURE = FIXTURES / "smiles_train.txt"
 def vocab() -> SmilesVocab:
     """The vocabulary of the fixture strings, built with the provided tokenizer."""
     return SmilesVocab(t for line in TRAIN_FIXTURE.read_text().split() for t in tokenize(line))
-
-
-def tiny_lm(vocab_size=12, norm="pre", dropout=0.0, seed=0) -> DecoderLM:
-    torch.manual_seed(seed)
-    return DecoderLM(vocab_size, d_model=16, num_layers=2, num_heads=2, d_ff=32, max_len=12,
-                     dropout=dropout, norm=norm)
 
 
 # ----------------------------------------------------------------------------- sampling

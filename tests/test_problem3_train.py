@@ -3,7 +3,6 @@ and train.py on the 400 fixture strings for a few steps (nothing trains for real
 
 import json
 import math
-import shutil
 from pathlib import Path
 
 import pytest
@@ -13,7 +12,7 @@ import torch.nn.functional as F
 import problem3.train as tr
 from problem3.config import CLIP_NORM
 from problem3.dataset import IGNORE_INDEX
-from problem3.model import DecoderLM
+from tests.tiny import p3_train_args, read_log, smiles_data, tiny_lm
 
 pytestmark = pytest.mark.p3c
 
@@ -23,17 +22,7 @@ FIXTURES = Path(__file__).parent / "fixtures"
 @pytest.fixture
 def data_dir(tmp_path) -> Path:
     """A data folder holding the 400 + 100 fixture strings as the SMILES splits."""
-    smiles = tmp_path / "data" / "smiles"
-    smiles.mkdir(parents=True)
-    shutil.copy(FIXTURES / "smiles_train.txt", smiles / "train.txt")
-    shutil.copy(FIXTURES / "smiles_val.txt", smiles / "val.txt")
-    return tmp_path / "data"
-
-
-def tiny_lm(vocab_size=12, norm="pre", dropout=0.0, seed=0) -> DecoderLM:
-    torch.manual_seed(seed)
-    return DecoderLM(vocab_size, d_model=16, num_layers=2, num_heads=2, d_ff=32, max_len=12,
-                     dropout=dropout, norm=norm)
+    return smiles_data(tmp_path)
 
 
 LR_CASES = [  # (step, warmup, expected) at peak 1e-3
@@ -73,21 +62,11 @@ def test_train_step_logs_gradient_norms_before_clipping():
     assert optimizer.param_groups[0]["lr"] == 1.0
 
 
-def train_args(data_dir, results, *extra):
-    return ["--norm", "pre", "--lr", "1e-3", "--warmup", "3", "--batch_size", "16",
-            "--data_dir", str(data_dir), "--results_dir", str(results), "--device", "cpu",
-            "--threads", "1", *extra]
-
-
-def read_log(results, run):
-    return json.loads((results / f"training_log_{run}.json").read_text())
-
-
 def test_train_end_to_end(data_dir, tmp_path, monkeypatch):
     monkeypatch.setattr(tr, "LOG_EVERY", 2)
     monkeypatch.setattr(tr, "VAL_EVERY", 4)
     results = tmp_path / "results"
-    assert tr.main(train_args(data_dir, results, "--steps", "6", "--checkpoint_every", "3")) == 0
+    assert tr.main(p3_train_args(data_dir, results, "--steps", "6", "--checkpoint_every", "3")) == 0
     log = read_log(results, "pre_lr0.001_w3_s6")
     assert log["run"] == "pre_lr0.001_w3_s6" and log["config"]["warmup"] == 3
     assert [r["step"] for r in log["log"]] == [2, 4, 6]
@@ -112,7 +91,7 @@ def test_diverged_run_logs_null_and_finishes(data_dir, tmp_path, monkeypatch):
         return real_step(model, optimizer, inputs, targets, lr)
 
     monkeypatch.setattr(tr, "train_step", blow_up)
-    assert tr.main(train_args(data_dir, tmp_path, "--steps", "4")) == 0
+    assert tr.main(p3_train_args(data_dir, tmp_path, "--steps", "4")) == 0
     log = read_log(tmp_path, "pre_lr0.001_w3_s4")
     assert log["final_val_loss"] is None
     assert all(r["train_loss"] is None and r["head_grad_norm"] is None for r in log["log"])

@@ -7,17 +7,11 @@ import pytest
 import torch
 
 from problem3.dataset import IGNORE_INDEX
-from problem3.model import DecoderLM
 from problem3.train import lr_at_step, train_step
+from tests.tiny import tiny_lm
 
 pytestmark = pytest.mark.p3c
 I = IGNORE_INDEX
-
-
-def tiny_lm(seed=0) -> DecoderLM:
-    torch.manual_seed(seed)
-    return DecoderLM(12, d_model=16, num_layers=2, num_heads=2, d_ff=32, max_len=12,
-                     dropout=0.0, norm="post")
 
 
 def test_lr_at_step_other_peaks_and_warmups():
@@ -35,7 +29,7 @@ def test_lr_rises_linearly_from_zero():
 
 
 def test_train_step_loss_ignores_padding_and_sets_every_group():
-    model, twin = tiny_lm(), tiny_lm()
+    model, twin = tiny_lm(norm="post"), tiny_lm(norm="post")
     inputs = torch.randint(3, 12, (3, 6), generator=torch.Generator().manual_seed(1))
     targets = torch.tensor([[4, 5, 6, I, I, I], [7, I, I, I, I, I], [3, 4, 5, 6, 7, 8]])
     with torch.no_grad():
@@ -55,7 +49,7 @@ def test_the_update_is_the_gradient_scaled_to_norm_at_most_one():
     # SGD at lr 0.5: the update is -0.5 * gradient * min(1, 1 / total norm), the gradient
     # clipped to norm 1.0, whatever its norm was.
     for scale in (0.001, 1.0, 30.0):
-        model, twin = tiny_lm(seed=2), tiny_lm(seed=2)
+        model, twin = tiny_lm(norm="post", seed=2), tiny_lm(norm="post", seed=2)
         with torch.no_grad():
             for m in (model, twin):
                 m.head.weight.mul_(scale)
@@ -77,7 +71,7 @@ def test_the_update_is_the_gradient_scaled_to_norm_at_most_one():
 
 
 def test_non_finite_values_are_returned_as_they_are():
-    model = tiny_lm(seed=5)
+    model = tiny_lm(norm="post", seed=5)
     with torch.no_grad():
         model.head.bias.fill_(float("inf"))
     inputs = torch.randint(3, 12, (2, 5))

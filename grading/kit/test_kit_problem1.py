@@ -4,7 +4,6 @@ bad input. These run against the reference solution."""
 
 import math
 import os
-import random
 import subprocess
 import sys
 from pathlib import Path
@@ -17,25 +16,11 @@ from problem1.dataset import BOS, PLUS
 from problem1.evaluate import HEAD_NAMES, breakdown, carries
 from problem1.model import AdditionTransformer, score_predictions, sinusoidal_table
 from problem1.train import batch_indices
+from tests.tiny import addition_data, script_args
 
 pytestmark = pytest.mark.kit
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-def write_tiny_data(root: Path, n_train=4000, n_eval=24) -> Path:
-    rng = random.Random(0)
-    folder = root / "data" / "addition"
-    folder.mkdir(parents=True)
-    for split, n in (("train", n_train), ("val", n_eval), ("test", n_eval)):
-        lines = [f"{rng.randint(0, 999)},{rng.randint(0, 999)}" for _ in range(n)]
-        (folder / f"{split}.csv").write_text("a,b\n" + "\n".join(lines) + "\n")
-    return root / "data"
-
-
-def common(tmp_path, data):
-    return ["--data_dir", str(data), "--results_dir", str(tmp_path / "results"),
-            "--device", "cpu", "--threads", "1"]
 
 
 def test_constants():
@@ -137,23 +122,23 @@ def test_position_table_holds_the_sinusoidal_formula():
     (["--digit_order", "forward", "--train_size", "99999"], "--train_size"),
 ])
 def test_train_bad_input_gives_one_line(tmp_path, capsys, argv, message):
-    data = write_tiny_data(tmp_path, n_train=8)
+    data = addition_data(tmp_path, n_train=8)
     with pytest.raises(SystemExit) as exc:
-        train.main(argv + common(tmp_path, data))
+        train.main(argv + script_args(tmp_path, data))
     assert exc.value.code != 0
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and message in err and "Traceback" not in err
 
 
 def test_missing_data_and_models_give_one_line(tmp_path, capsys):
-    args = common(tmp_path, tmp_path / "nowhere")
+    args = script_args(tmp_path, tmp_path / "nowhere")
     with pytest.raises(SystemExit):
         train.main(["--digit_order", "forward", "--train_size", "1000"] + args)
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "generate_datasets.py" in err
-    data = write_tiny_data(tmp_path, n_train=8)
+    data = addition_data(tmp_path, n_train=8)
     with pytest.raises(SystemExit):
-        evaluate.main(common(tmp_path, data))
+        evaluate.main(script_args(tmp_path, data))
     err = capsys.readouterr().err.strip().splitlines()
     assert "no trained model" in err[-1] and "train" in err[-1]
 

@@ -4,7 +4,6 @@ RDKit's reasons, the unigram entropy, and evaluate.py keeping a committed 'main'
 
 import json
 import math
-import shutil
 from pathlib import Path
 
 import pytest
@@ -14,8 +13,9 @@ import problem3.evaluate as ev
 import problem3.train as tr
 from problem3.config import run_name
 from problem3.dataset import SmilesDataset
-from problem3.model import Block, DecoderLM
+from problem3.model import Block
 from provided.smiles import SmilesVocab, tokenize
+from tests.tiny import p3_train_args, read_log, smiles_data, tiny_lm
 
 pytestmark = pytest.mark.kit
 
@@ -31,17 +31,7 @@ def vocab() -> SmilesVocab:
 @pytest.fixture
 def data_dir(tmp_path) -> Path:
     """A data folder holding the 400 + 100 fixture strings as the SMILES splits."""
-    smiles = tmp_path / "data" / "smiles"
-    smiles.mkdir(parents=True)
-    shutil.copy(TRAIN_FIXTURE, smiles / "train.txt")
-    shutil.copy(FIXTURES / "smiles_val.txt", smiles / "val.txt")
-    return tmp_path / "data"
-
-
-def tiny_lm(vocab_size=12, norm="pre", dropout=0.0, seed=0) -> DecoderLM:
-    torch.manual_seed(seed)
-    return DecoderLM(vocab_size, d_model=16, num_layers=2, num_heads=2, d_ff=32, max_len=12,
-                     dropout=dropout, norm=norm)
+    return smiles_data(tmp_path)
 
 
 def test_outcome_classes():
@@ -82,21 +72,11 @@ def test_batches_are_shuffled_passes_without_repeats():
     assert not torch.equal(tr.batch_indices(1, 20, 4, 0), tr.batch_indices(1, 20, 4, 1))
 
 
-def train_args(data_dir, results, *extra):
-    return ["--norm", "pre", "--lr", "1e-3", "--warmup", "3", "--batch_size", "16",
-            "--data_dir", str(data_dir), "--results_dir", str(results), "--device", "cpu",
-            "--threads", "1", *extra]
-
-
-def read_log(results, run):
-    return json.loads((results / f"training_log_{run}.json").read_text())
-
-
 @pytest.mark.timeout(300)  # three short runs of the full-size model
 def test_resume_after_ctrl_c_gives_the_identical_log(data_dir, tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(tr, "LOG_EVERY", 2)
     monkeypatch.setattr(tr, "VAL_EVERY", 4)
-    assert tr.main(train_args(data_dir, tmp_path / "a", "--steps", "10")) == 0
+    assert tr.main(p3_train_args(data_dir, tmp_path / "a", "--steps", "10")) == 0
     whole = read_log(tmp_path / "a", "pre_lr0.001_w3_s10")
 
     real_step, calls = tr.train_step, []
@@ -110,13 +90,13 @@ def test_resume_after_ctrl_c_gives_the_identical_log(data_dir, tmp_path, monkeyp
     monkeypatch.setattr(tr, "train_step", killed_at_step_7)
     capsys.readouterr()
     with pytest.raises(SystemExit) as stop:
-        tr.main(train_args(data_dir, tmp_path / "b", "--steps", "10"))
+        tr.main(p3_train_args(data_dir, tmp_path / "b", "--steps", "10"))
     last = capsys.readouterr().err.strip().splitlines()[-1]  # after the progress bar
     assert stop.value.code == 130 and last.startswith("error: interrupted") and "resume" in last
     assert (tmp_path / "b" / "resume_pre_lr0.001_w3_s10.pth").exists()
     assert not (tmp_path / "b" / "training_log_pre_lr0.001_w3_s10.json").exists()
     monkeypatch.setattr(tr, "train_step", real_step)
-    assert tr.main(train_args(data_dir, tmp_path / "b", "--steps", "10")) == 0
+    assert tr.main(p3_train_args(data_dir, tmp_path / "b", "--steps", "10")) == 0
     assert read_log(tmp_path / "b", "pre_lr0.001_w3_s10") == whole
     assert [r["step"] for r in whole["log"]] == [2, 4, 6, 8, 10]
     assert [r["step"] for r in whole["val"]] == [4, 8, 10]
@@ -128,7 +108,7 @@ def test_resume_after_ctrl_c_gives_the_identical_log(data_dir, tmp_path, monkeyp
 
 def test_train_without_data_says_what_to_run(tmp_path, capsys):
     with pytest.raises(SystemExit):
-        tr.main(train_args(tmp_path, tmp_path / "r", "--steps", "2"))
+        tr.main(p3_train_args(tmp_path, tmp_path / "r", "--steps", "2"))
     assert "generate_datasets.py" in capsys.readouterr().err
 
 

@@ -1,0 +1,72 @@
+"""Tiny data folders and command lines shared by the tests: nothing here trains for real.
+
+Every writer puts the homework's file layout under root/data (the folder a script's
+--data_dir takes) and returns that folder.
+"""
+
+import json
+import random
+import shutil
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from problem3.model import DecoderLM
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def addition_data(root: Path, n_train: int = 4000, n_eval: int = 24) -> Path:
+    """Seeded random pairs as data/addition/{train,val,test}.csv (header a,b)."""
+    rng = random.Random(0)
+    folder = root / "data" / "addition"
+    folder.mkdir(parents=True)
+    for split, n in (("train", n_train), ("val", n_eval), ("test", n_eval)):
+        lines = [f"{rng.randint(0, 999)},{rng.randint(0, 999)}" for _ in range(n)]
+        (folder / f"{split}.csv").write_text("a,b\n" + "\n".join(lines) + "\n")
+    return root / "data"
+
+
+def offset_data(root: Path, n_train: int = 40, n_test: int = 6) -> Path:
+    """Seeded uniform tokens as data/offset/train.npy [n_train, 64] and test.npy [n_test, 128]."""
+    rng = np.random.default_rng(0)
+    folder = root / "data" / "offset"
+    folder.mkdir(parents=True)
+    np.save(folder / "train.npy", rng.integers(0, 16, size=(n_train, 64)))
+    np.save(folder / "test.npy", rng.integers(0, 16, size=(n_test, 128)))
+    return root / "data"
+
+
+def smiles_data(root: Path) -> Path:
+    """The 400 + 100 fixture strings as data/smiles/train.txt and val.txt."""
+    folder = root / "data" / "smiles"
+    folder.mkdir(parents=True)
+    shutil.copy(FIXTURES / "smiles_train.txt", folder / "train.txt")
+    shutil.copy(FIXTURES / "smiles_val.txt", folder / "val.txt")
+    return root / "data"
+
+
+def script_args(tmp_path: Path, data: Path) -> list[str]:
+    """The options every script takes: this data, results under tmp_path, one CPU thread."""
+    return ["--data_dir", str(data), "--results_dir", str(tmp_path / "results"),
+            "--device", "cpu", "--threads", "1"]
+
+
+def p3_train_args(data_dir: Path, results: Path, *extra: str) -> list[str]:
+    """problem3/train.py on the fixture: pre-LN, lr 1e-3, warmup 3, batches of 16."""
+    return ["--norm", "pre", "--lr", "1e-3", "--warmup", "3", "--batch_size", "16",
+            "--data_dir", str(data_dir), "--results_dir", str(results), "--device", "cpu",
+            "--threads", "1", *extra]
+
+
+def read_log(results: Path, run: str) -> dict:
+    return json.loads((results / f"training_log_{run}.json").read_text())
+
+
+def tiny_lm(vocab_size: int = 12, norm: str = "pre", dropout: float = 0.0,
+            seed: int = 0) -> DecoderLM:
+    """A 2-layer DecoderLM of width 16, seeded."""
+    torch.manual_seed(seed)
+    return DecoderLM(vocab_size, d_model=16, num_layers=2, num_heads=2, d_ff=32, max_len=12,
+                     dropout=dropout, norm=norm)
