@@ -229,18 +229,7 @@ def to_strict_json(obj):
 
 def atomic_write_text(path: Path, text: str) -> None:
     """Write text to a temporary file beside path, then rename it into place."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.chmod(tmp, 0o644)  # mkstemp's files are owner-only
-        os.replace(tmp, path)
-    except BaseException as err:
-        Path(tmp).unlink(missing_ok=True)
-        name_the_file(err, path)
-        raise
+    write_results({path: text.encode()})
 
 
 def name_the_file(err: BaseException, path: Path) -> None:
@@ -252,8 +241,7 @@ def name_the_file(err: BaseException, path: Path) -> None:
 
 def write_json(path: Path, obj) -> None:
     """Strict JSON (no NaN/Infinity), indented, written atomically."""
-    text = json.dumps(to_strict_json(obj), indent=2, allow_nan=False)
-    atomic_write_text(path, text + "\n")
+    write_results({path: json_bytes(obj)})
 
 
 class BadFileError(ValueError):
@@ -281,34 +269,13 @@ def unfinished(path: Path) -> Path:
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
     """Write bytes to a temporary file beside path, then rename it into place."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.chmod(tmp, 0o644)  # mkstemp's files are owner-only
-        os.replace(tmp, path)
-    except BaseException as err:
-        Path(tmp).unlink(missing_ok=True)
-        name_the_file(err, path)
-        raise
-
-
-def atomic_torch_save(obj, path: Path) -> None:
-    """torch.save, atomically. Saved through memory, so that the same object always gives
-    the same bytes (saved to a file, torch records the temporary file's name)."""
-    buffer = io.BytesIO()
-    torch.save(obj, buffer)
-    atomic_write_bytes(path, buffer.getvalue())
+    write_results({path: data})
 
 
 def save_checkpoint(path: Path, config, model: torch.nn.Module, **extra) -> None:
     """{'config': the run's config as a dict, 'model': the state dict, **extra}, atomically:
     the checkpoint alone rebuilds the model, no run name is parsed."""
-    if dataclasses.is_dataclass(config):
-        config = dataclasses.asdict(config)
-    atomic_torch_save({"config": config, "model": model.state_dict(), **extra}, path)
+    write_results({path: checkpoint_bytes(config, model, **extra)})
 
 
 def json_bytes(obj) -> bytes:
@@ -317,7 +284,9 @@ def json_bytes(obj) -> bytes:
 
 
 def checkpoint_bytes(config, model: torch.nn.Module, **extra) -> bytes:
-    """What save_checkpoint writes, as bytes (for write_results)."""
+    """What save_checkpoint writes, as bytes (for write_results). Saved through memory, so
+    that the same weights always give the same bytes (torch.save to a file records the
+    temporary file's name)."""
     if dataclasses.is_dataclass(config):
         config = dataclasses.asdict(config)
     buffer = io.BytesIO()
