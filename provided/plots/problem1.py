@@ -52,7 +52,24 @@ def validation_curves(results_dir: Path, out_dir: Path):
     return save_figure(fig, out_dir, "val_exact_match")
 
 
-def test_vs_train_size(metrics: dict, out_dir: Path):
+def seed_range(bands: dict, run: str, quantity: str):
+    """(min, max, n seeds) of a quantity in reference_bands.json, or None under two seeds."""
+    band = bands.get(run, {}).get(quantity)
+    return None if not band or band["n_seeds"] < 2 else (band["min"], band["max"], band["n_seeds"])
+
+
+def range_bar(ax, x: float, y: float, spread, color: str) -> None:
+    """A vertical bar over the seeds' range at (x, y), y being seed 0 (inside the range)."""
+    if spread is not None and y is not None:
+        low, high, _ = spread
+        ax.errorbar([x], [y], yerr=[[max(y - low, 0)], [max(high - y, 0)]], fmt="none",
+                    ecolor=color, elinewidth=1.2, capsize=4, alpha=0.8)
+
+
+def test_vs_train_size(metrics: dict, out_dir: Path, bands: dict | None = None):
+    """Test exact match and steps_to_95 against training size: seed 0's points, and when
+    reference_bands.json holds more seeds, bars over their range (min to max)."""
+    bands = bands or {}
     fig, (ax, ax2) = plt.subplots(1, 2, figsize=(10.5, 4))
     fig.subplots_adjust(wspace=0.38)
     for order in ORDERS:
@@ -62,6 +79,12 @@ def test_vs_train_size(metrics: dict, out_dir: Path):
         runs = [metrics[f"{order}_n{s}"] for s in sizes]
         ax.plot(sizes, [r["test_exact_match"] for r in runs], ORDER_STYLES[order], marker="o",
                 color=ORDER_COLORS[order], label=order)
+        for size, r in zip(sizes, runs):
+            run = f"{order}_n{size}"
+            range_bar(ax, size, r["test_exact_match"],
+                      seed_range(bands, run, "test_exact_match"), ORDER_COLORS[order])
+            range_bar(ax2, size, r["steps_to_95"], seed_range(bands, run, "steps_to_95"),
+                      ORDER_COLORS[order])
         reached = [(s, r["steps_to_95"]) for s, r in zip(sizes, runs) if r["steps_to_95"]]
         if reached:
             ax2.plot(*zip(*reached), ORDER_STYLES[order], marker="o", color=ORDER_COLORS[order],
@@ -73,12 +96,15 @@ def test_vs_train_size(metrics: dict, out_dir: Path):
                      transform=ax2.get_xaxis_transform(),
                      label=f"{order}: never reached 0.95 in 2,400 steps "
                            f"(n={', '.join(map(str, never))})")
+    seeds = max((b["n_seeds"] for run in bands.values() for b in run.values()), default=1)
+    spread = f"\n(seed 0; bars: range over {seeds} seeds)" if seeds > 1 else ""
     ax.set(xscale="log", xlabel="training pairs (log scale)",
            ylabel="test exact match (fraction of 2,000 pairs)",
-           title="Test exact match by training size", ylim=(-0.02, 1.02))
+           title="Test exact match by training size" + spread, ylim=(-0.02, 1.02))
     ax2.set(xscale="log", xlabel="training pairs (log scale)",
             ylabel="steps to 0.95 validation exact match\n(training steps)",
-            title="steps_to_95 (a cross on the x axis: never reached)")
+            title="steps_to_95 (a cross on the x axis: never reached)"
+                  + ("\n(seed 0; bars: range over the seeds that reach 0.95)" if spread else ""))
     for a in (ax, ax2):
         a.set_xticks(SIZES, [str(s) for s in SIZES])
         a.minorticks_off()
@@ -180,7 +206,9 @@ def make_figures(results_dir: Path, out_dir: Path) -> list[Path]:
     metrics_path = results_dir / "metrics.json"
     if metrics_path.exists():
         metrics = read_json(metrics_path)
-        paths.append(test_vs_train_size(metrics, out_dir))
+        bands_path = results_dir / "reference_bands.json"
+        bands = read_json(bands_path) if bands_path.exists() else {}
+        paths.append(test_vs_train_size(metrics, out_dir, bands))
         if metrics.get("ablation"):
             paths.append(ablation_figure(metrics["ablation"], metrics, out_dir))
         if metrics.get("pruning"):

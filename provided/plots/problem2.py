@@ -46,9 +46,13 @@ def mark_training_length(ax, y: float, text: str):
                   "alpha": 0.85}, zorder=6)
 
 
-def bucket_panel(ax, metrics: dict):
+BEYOND_BUCKETS = ("64-79", "80-95", "96-111", "112-127")  # tools/bands.py's bucket names
+
+
+def bucket_panel(ax, metrics: dict, bands: dict):
     """Test split, positions 0..127: bucket markers (lines only within the training length
-    and within the unseen positions, never across), faint per-position lines."""
+    and within the unseen positions, never across), faint per-position lines, and beyond 64
+    bars over the seeds' range when reference_bands.json holds several seeds."""
     ax.set_xlim(0, 128)
     if "bag_of_tokens_ceiling" in metrics:  # drawn first: the 'none' markers sit on top
         buckets = metrics["bag_of_tokens_ceiling"]["buckets"]
@@ -64,6 +68,12 @@ def bucket_panel(ax, metrics: dict):
         for i, (x, y) in enumerate(split_at(centers, buckets, TRAIN_LENGTH)):
             ax.plot(x, y, color=COLORS[scheme], linewidth=1.6, zorder=5, **MARKERS[scheme],
                     label=f"{scheme} (bucket of 16)" if i == 0 else None)
+        for name, x, y in zip(BEYOND_BUCKETS, centers[TRAIN_LENGTH // BUCKET:],
+                              buckets[TRAIN_LENGTH // BUCKET:]):
+            band = bands.get(scheme, {}).get(f"bucket_{name}")
+            if band and band["n_seeds"] > 1 and not np.isnan(y):
+                ax.errorbar([x], [y], yerr=[[max(y - band["min"], 0)], [max(band["max"] - y, 0)]],
+                            fmt="none", ecolor=COLORS[scheme], capsize=3, alpha=0.8, zorder=4)
         per_position = [np.nan if a is None else a for a in metrics[scheme]["per_position"]]
         for x, y in split_at(range(len(per_position)), per_position, TRAIN_LENGTH):
             ax.plot(x, y, color=COLORS[scheme], alpha=0.3, linewidth=0.8, zorder=3)
@@ -74,8 +84,11 @@ def bucket_panel(ax, metrics: dict):
     ax.set_ylim(-0.02, 1.02)
     ax.set_xlabel("position in the 128-token test sequence (token index; targets start at 7)")
     ax.set_ylabel("accuracy (fraction of targets)")
+    seeds = max((b["n_seeds"] for run in bands.values() for b in run.values()), default=1)
     ax.set_title("Test split, sequences of 128: markers per 16-position bucket (nudged "
-                 "apart within it), faint lines per position", fontsize=10)
+                 "apart within it), faint lines per position"
+                 + (f";\nseed 0, bars beyond 64: range over {seeds} seeds" if seeds > 1 else ""),
+                 fontsize=10)
     legend_right(ax)
 
 
@@ -114,11 +127,11 @@ def long_sequence_panel(ax, metrics: dict):
     legend_right(ax)
 
 
-def accuracy_by_bucket(metrics: dict, out_dir: Path) -> Path:
+def accuracy_by_bucket(metrics: dict, out_dir: Path, bands: dict | None = None) -> Path:
     long_check = any("long_sequences" in metrics.get(s, {}) for s in SCHEMES)
     fig, axes = plt.subplots(2 if long_check else 1, 1, squeeze=False,
                              figsize=(9.5, 8.6 if long_check else 4.4))
-    bucket_panel(axes[0, 0], metrics)
+    bucket_panel(axes[0, 0], metrics, bands or {})
     if long_check:
         long_sequence_panel(axes[1, 0], metrics)
         fig.subplots_adjust(hspace=0.45)
@@ -177,7 +190,9 @@ def make_figures(results_dir: Path, out_dir: Path) -> list[Path]:
     if not (Path(results_dir) / "metrics.json").exists():
         return []  # nothing to draw: visualize.py says what to run first
     metrics = read_json(Path(results_dir) / "metrics.json")
-    paths = [accuracy_by_bucket(metrics, out_dir)]
+    bands_path = Path(results_dir) / "reference_bands.json"
+    bands = read_json(bands_path) if bands_path.exists() else {}
+    paths = [accuracy_by_bucket(metrics, out_dir, bands)]
     maps_path = Path(results_dir) / "attention_maps.json"
     if maps_path.exists():
         maps = read_json(maps_path)
