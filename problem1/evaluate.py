@@ -64,7 +64,8 @@ def remove_head(model, name: str) -> None:
 class HeadRemovalScorer:
     """score(removed heads) -> test exact match of the model without those heads.
 
-    It works on one copy of the model, restoring the six W_o weights before each call.
+    It works on one copy of the model, restoring the six W_o weights before each call, and
+    remembers every set's score, so that a set asked for twice is decoded once.
     Removing decoder heads leaves the encoder output unchanged, so the encoder output is
     kept for the last few sets of removed encoder heads (one per encoder head, plus one)
     and the decoder starts from it.
@@ -78,6 +79,7 @@ class HeadRemovalScorer:
         self.memories = OrderedDict()  # removed encoder heads -> encoder output
         self.capacity = 1 + sum(name.startswith("enc") for name in HEAD_NAMES)
         self.calls = 0
+        self.scores = {}  # frozenset of removed heads -> exact match (decoding is deterministic)
         heads = len(HEAD_NAMES)  # ablation, then pruning's 1 + 24 + 23 + ... + 1 decodes
         self.progress = tqdm(total=heads + 1 + heads * (heads + 1) // 2, desc=desc,
                              unit="decode", mininterval=2, leave=False)
@@ -85,6 +87,12 @@ class HeadRemovalScorer:
     def __call__(self, removed) -> float:
         self.calls += 1
         self.progress.update()
+        if frozenset(removed) not in self.scores:  # pruning's first round repeats the ablation
+            self.scores[frozenset(removed)] = self.decode(removed)
+        return self.scores[frozenset(removed)]
+
+    def decode(self, removed) -> float:
+        """Greedy-decode the split with the heads `removed`; returns its exact match."""
         with torch.no_grad():
             for attention, weight in self.W_o.items():
                 attention_module(self.model, attention).W_o.weight.copy_(weight)
