@@ -8,6 +8,7 @@ in a temporary folder, a way to run a script in a subprocess, and that one-line 
 import os
 import random
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -98,6 +99,13 @@ def script_env() -> dict:
     return environment()
 
 
+def default_ctrl_c() -> None:
+    """In the child: SIGINT back to its default, so that Python turns it into
+    KeyboardInterrupt. A job started in the background (`make test &`, nohup) inherits an
+    ignored SIGINT, and Python then leaves Ctrl-C ignored."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.fixture
 def start_script():
     """start_script('problem1.train', *args): the script as a subprocess (python -m), run
@@ -107,7 +115,8 @@ def start_script():
     def start(module, *args):
         process = subprocess.Popen([sys.executable, "-m", module, *map(str, args)], cwd=REPO,
                                    env=environment(), stdout=subprocess.PIPE,
-                                   stderr=subprocess.PIPE, text=True)
+                                   stderr=subprocess.PIPE, text=True,
+                                   preexec_fn=default_ctrl_c)
         started.append(process)
         return process
 
