@@ -108,8 +108,13 @@ def copy_reference(out: Path) -> None:
 
 
 def part_tree(base: Path, out: Path, submission: Path, part: str, regions: dict) -> None:
-    """out = base with the submission's functions of `part` in place of the reference's."""
+    """out = base with the submission's functions of `part` in place of the reference's,
+    plus any module of its own the submission added to a problem folder (a helper file)."""
     shutil.copytree(base, out)
+    for added in submission.glob("problem*/*.py"):
+        target = out / added.relative_to(submission)
+        if not target.exists():
+            shutil.copy2(added, target)
     for name, parts in regions.items():
         mine = [function for function, p in parts.items() if p == part]
         if not mine:

@@ -276,3 +276,12 @@ def test_the_reference_results_lie_inside_their_own_bands():
         pytest.skip("no reference_bands.json yet (make seeds)")
     outside = [e["name"] + ": " + e["output"] for e in entries if e["score"] < e["max_score"]]
     assert not outside, outside
+
+
+def test_a_helper_module_of_the_submission_comes_along(handout, tmp_path):
+    """A student's own module in a problem folder is copied into every part's tree."""
+    sub = _fill(handout, tmp_path / "sub", REPO_ROOT, [])
+    (sub / "problem1" / "my_helpers.py").write_text("def half(x):\n    return x / 2\n")
+    tree = tmp_path / "tree"
+    grade.part_tree(handout, tree, sub, "p1a", RUBRIC.REGIONS)  # base: no such module
+    assert (tree / "problem1" / "my_helpers.py").read_text().startswith("def half")
