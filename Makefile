@@ -128,38 +128,48 @@ clean-results:
 # Seeds 1-4 of every Problem 1 and 2 run and of four Problem 3 sweep cells, each seed in
 # its own folder problemN/results/seeds/seed{S}/ (seed 0 is the committed run itself).
 # Problems 1 and 2 first (short jobs), then the 16 Problem 3 runs, which resume.
+# A seed run's target is its training log (committed, written together with its weights),
+# so a fresh clone skips every finished run; a folder's metrics.json is made once all its
+# logs exist (order-only: Problems 1 and 2 evaluate from the weights, which are not
+# committed).
 SEEDS := 1 2 3 4
 P3_SEED_CELLS := post_lr0.01_w0 post_lr0.03_w500 pre_lr0.03_w0 post_lr0.001_w0
 seed_of = $(patsubst seed%,%,$(word 1,$(subst /, ,$(1))))
-run_of = $(patsubst model_%,%,$(word 2,$(subst /, ,$(1))))
+run_of = $(patsubst training_log_%,%,$(word 2,$(subst /, ,$(1))))
 
 seeds:
 	$(MAKE) seeds-problem1 seeds-problem2
 	$(MAKE) seeds-problem3
 	$(MAKE) bands
 
+seed_logs = $(foreach s,$(SEEDS),$(foreach r,$(2),$(1)/seeds/seed$(s)/training_log_$(r).json))
+P1_SEED_LOGS := $(call seed_logs,$(P1),$(P1_RUNS))
+P2_SEED_LOGS := $(call seed_logs,$(P2),$(P2_RUNS))
+P3_SEED_LOGS := $(call seed_logs,$(P3),$(P3_SEED_CELLS:%=%_s1500))
+
 seeds-problem1: $(SEEDS:%=$(P1)/seeds/seed%/metrics.json)
-$(P1)/seeds/%.pth: | data/addition/train.csv
+$(P1_SEED_LOGS): $(P1)/seeds/%.json: | data/addition/train.csv
 	$(RUN) -m problem1.train --digit_order $(word 1,$(subst _n, ,$(call run_of,$*))) \
 	  --train_size $(word 2,$(subst _n, ,$(call run_of,$*))) --seed $(call seed_of,$*) \
 	  --results_dir $(P1)/seeds/seed$(call seed_of,$*) $(COMMON)
-$(P1)/seeds/seed%/metrics.json: $(foreach r,$(P1_RUNS),$(P1)/seeds/seed%/model_$(r).pth)
+$(P1)/seeds/seed%/metrics.json: | $(foreach r,$(P1_RUNS),$(P1)/seeds/seed%/training_log_$(r).json)
 	$(RUN) -m problem1.evaluate --heads skip --results_dir $(@D) $(COMMON)
 
 seeds-problem2: $(SEEDS:%=$(P2)/seeds/seed%/metrics.json)
-$(P2)/seeds/%.pth: | data/offset/train.npy
+$(P2_SEED_LOGS): $(P2)/seeds/%.json: | data/offset/train.npy
 	$(RUN) -m problem2.train --position $(call run_of,$*) --seed $(call seed_of,$*) \
 	  --results_dir $(P2)/seeds/seed$(call seed_of,$*) $(COMMON)
-$(P2)/seeds/seed%/metrics.json: $(foreach r,$(P2_RUNS),$(P2)/seeds/seed%/model_$(r).pth)
+$(P2)/seeds/seed%/metrics.json: | $(foreach r,$(P2_RUNS),$(P2)/seeds/seed%/training_log_$(r).json)
 	$(RUN) -m problem2.evaluate --results_dir $(@D) $(COMMON)
 
 seeds-problem3: $(SEEDS:%=$(P3)/seeds/seed%/metrics.json)
-$(P3)/seeds/%_s1500.pth: | data/smiles/train.txt
+$(P3_SEED_LOGS): $(P3)/seeds/%_s1500.json: | data/smiles/train.txt
 	$(RUN) -m problem3.train $(shell echo $(call run_of,$*) | sed -E \
 	  's/^(pre|post)_lr([0-9.e-]+)_w([0-9]+)$$/--norm \1 --lr \2 --warmup \3/') \
 	  --steps 1500 --seed $(call seed_of,$*) --results_dir $(P3)/seeds/seed$(call seed_of,$*) \
 	  $(COMMON)
-$(P3)/seeds/seed%/metrics.json: $(foreach c,$(P3_SEED_CELLS),$(P3)/seeds/seed%/model_$(c)_s1500.pth)
+$(P3)/seeds/seed%/metrics.json: \
+  $(foreach c,$(P3_SEED_CELLS),$(P3)/seeds/seed%/training_log_$(c)_s1500.json)
 	$(RUN) -m problem3.evaluate --results_dir $(@D) $(COMMON)
 
 # problemN/results/reference_bands.json (mean, sd, min, max over seed 0 and the extra seeds),

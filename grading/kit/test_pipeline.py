@@ -79,3 +79,19 @@ def test_clean_results_keeps_data_reports_and_figures(tmp_path):
     subprocess.run(["make", "clean-results"], cwd=tmp_path, capture_output=True, check=True)
     assert all((tmp_path / name).exists() for name in kept)
     assert not any((tmp_path / name).exists() for name in removed)
+
+
+def test_make_seeds_trains_what_is_missing_and_skips_finished_logs(tmp_path):
+    runs = training_runs(dry_run(tmp_path, "seeds-problem1", "seeds-problem2", "NPROC=2"))
+    assert len(runs) == 4 * (6 + 4)
+    assert all(re.search(r"--seed [1-4] --results_dir problem\d/results/seeds/seed[1-4]", c)
+               for c in runs)
+    # a finished seed folder (logs and metrics committed, no weights): nothing to do
+    for order in ("forward", "reversed"):
+        for n in (1000, 2000, 4000):
+            log = tmp_path / f"problem1/results/seeds/seed1/training_log_{order}_n{n}.json"
+            log.parent.mkdir(parents=True, exist_ok=True)
+            log.write_text("{}")
+    (tmp_path / "problem1/results/seeds/seed1/metrics.json").write_text("{}")
+    runs = training_runs(dry_run(tmp_path, "seeds-problem1", "NPROC=2"))
+    assert len(runs) == 3 * 6 and not any("seed1" in c for c in runs)
