@@ -7,10 +7,10 @@ import math
 import pytest
 import torch
 
-from problem2 import evaluate, train
+from problem2 import evaluate
 from problem2.dataset import IGNORE_INDEX
 from problem2.model import POSITIONS
-from tests.tiny import offset_data
+from tests.tiny import ReadsKeyAtDistance, offset_runs
 
 pytestmark = pytest.mark.p2e
 
@@ -24,14 +24,7 @@ def problem2_runs(tmp_path_factory):
 
     def runs():
         if not done:
-            root = tmp_path_factory.mktemp("problem2")
-            offset_data(root)
-            common = ["--data_dir", str(root / "data"), "--results_dir", str(root / "results"),
-                      "--device", "cpu", "--threads", "1"]
-            for position in POSITIONS:
-                assert train.main(["--position", position, "--steps", "3", *common]) == 0
-            assert evaluate.main(common) == 0
-            done["runs"] = root / "data", root / "results"
+            done["runs"] = offset_runs(tmp_path_factory.mktemp("problem2"), evaluate=True)
         return done["runs"]
 
     return runs
@@ -59,25 +52,6 @@ def test_accuracy_over_and_position_metrics_by_hand():
     assert [as_float(b) for b in m["buckets"]] == [1.0] * 4 + [1.0, 0.0, 0.0, 0.0]
     assert evaluate.accuracy_over(correct, count, 0, 7) is None
     assert as_float(evaluate.accuracy_over(correct, count, 76, 84)) == pytest.approx(0.5)
-
-
-class ReadsKeyAtDistance(torch.nn.Module):
-    """Stub model: query i attends only to key i - distance (to itself when i < distance)
-    and predicts token 0 everywhere."""
-
-    def __init__(self, distance: int):
-        super().__init__()
-        self.distance = distance
-        self.unused = torch.nn.Parameter(torch.zeros(1))  # so that it has a device to ask
-
-    def forward(self, tokens, return_attention=False):
-        B, T = tokens.shape
-        queries = torch.arange(T)
-        keys = torch.where(queries >= self.distance, queries - self.distance, queries)
-        weights = torch.nn.functional.one_hot(keys, T).float().expand(B, T, T)
-        logits = torch.zeros(B, T, 16)
-        logits[..., 0] = 1.0
-        return (logits, weights) if return_attention else logits
 
 
 def test_per_position_counts_with_a_stub_model():

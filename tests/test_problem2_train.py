@@ -10,7 +10,7 @@ import torch
 from problem2 import train
 from problem2.dataset import IGNORE_INDEX
 from problem2.model import POSITIONS
-from tests.tiny import offset_data
+from tests.tiny import offset_runs
 
 pytestmark = pytest.mark.p2d
 
@@ -24,13 +24,7 @@ def problem2_runs(tmp_path_factory):
 
     def runs():
         if not done:
-            root = tmp_path_factory.mktemp("problem2")
-            offset_data(root)
-            common = ["--data_dir", str(root / "data"), "--results_dir", str(root / "results"),
-                      "--device", "cpu", "--threads", "1"]
-            for position in POSITIONS:
-                assert train.main(["--position", position, "--steps", "3", *common]) == 0
-            done["runs"] = root / "data", root / "results"
+            done["runs"] = offset_runs(tmp_path_factory.mktemp("problem2"), evaluate=False)
         return done["runs"]
 
     return runs

@@ -38,6 +38,41 @@ def offset_data(root: Path, n_train: int = 40, n_test: int = 6) -> Path:
     return root / "data"
 
 
+def offset_runs(root: Path, evaluate: bool) -> tuple[Path, Path]:
+    """(data_dir, results_dir): tiny offset data, the four schemes trained for 3 steps by
+    problem2/train.py, then problem2/evaluate.py if evaluate."""
+    from problem2 import evaluate as evaluate_script
+    from problem2 import train
+    from problem2.model import POSITIONS
+
+    data, results = offset_data(root), root / "results"
+    args = script_args(root, data)
+    for position in POSITIONS:
+        assert train.main(["--position", position, "--steps", "3", *args]) == 0
+    if evaluate:
+        assert evaluate_script.main(args) == 0
+    return data, results
+
+
+class ReadsKeyAtDistance(torch.nn.Module):
+    """Stub offset model: query i attends only to key i - distance (to itself when
+    i < distance) and predicts token 0 everywhere."""
+
+    def __init__(self, distance: int):
+        super().__init__()
+        self.distance = distance
+        self.unused = torch.nn.Parameter(torch.zeros(1))  # so that it has a device to ask
+
+    def forward(self, tokens, return_attention=False):
+        B, T = tokens.shape
+        queries = torch.arange(T)
+        keys = torch.where(queries >= self.distance, queries - self.distance, queries)
+        weights = torch.nn.functional.one_hot(keys, T).float().expand(B, T, T)
+        logits = torch.zeros(B, T, 16)
+        logits[..., 0] = 1.0
+        return (logits, weights) if return_attention else logits
+
+
 def smiles_data(root: Path) -> Path:
     """The 400 + 100 fixture strings as data/smiles/train.txt and val.txt."""
     folder = root / "data" / "smiles"

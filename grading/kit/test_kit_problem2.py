@@ -19,6 +19,7 @@ from problem2.model import POSITIONS, OffsetRetrievalModel
 from problem2.positional import sinusoidal_table
 from provided.common import DATA_DIR
 from provided.plots.problem2 import make_figures
+from tests.tiny import ReadsKeyAtDistance, offset_runs
 
 pytestmark = pytest.mark.kit
 
@@ -29,17 +30,7 @@ REPO = Path(__file__).resolve().parents[2]
 def problem2_runs(tmp_path_factory):
     """Tiny data (40 train sequences of 64: one step per epoch; 6 test sequences of 128),
     the four schemes trained for 3 steps, then evaluate.py: (data_dir, results_dir)."""
-    root = tmp_path_factory.mktemp("problem2")
-    rng = np.random.default_rng(0)
-    (root / "data" / "offset").mkdir(parents=True)
-    np.save(root / "data" / "offset" / "train.npy", rng.integers(0, 16, size=(40, 64)))
-    np.save(root / "data" / "offset" / "test.npy", rng.integers(0, 16, size=(6, 128)))
-    common = ["--data_dir", str(root / "data"), "--results_dir", str(root / "results"),
-              "--device", "cpu", "--threads", "1"]
-    for position in POSITIONS:
-        assert train.main(["--position", position, "--steps", "3", *common]) == 0
-    assert evaluate.main(common[:6]) == 0
-    return root / "data", root / "results"
+    return offset_runs(tmp_path_factory.mktemp("problem2"), evaluate=True)
 
 
 def read(path: Path):
@@ -162,24 +153,6 @@ def test_scores_are_scaled_by_sqrt_d():
     s_prev = (current @ previous).item() / math.sqrt(64)
     expected = math.exp(s_prev) / (math.exp(s_prev) + math.exp(s_self))
     assert weights[0, 1, 0].item() == pytest.approx(expected, rel=1e-4)
-
-
-class ReadsKeyAtDistance(torch.nn.Module):
-    """Stub model: query i attends only to key i - distance (to itself when i < distance)
-    and predicts token 0 everywhere."""
-
-    def __init__(self, distance: int):
-        super().__init__()
-        self.distance = distance
-
-    def forward(self, tokens, return_attention=False):
-        B, T = tokens.shape
-        queries = torch.arange(T)
-        keys = torch.where(queries >= self.distance, queries - self.distance, queries)
-        weights = torch.nn.functional.one_hot(keys, T).float().expand(B, T, T)
-        logits = torch.zeros(B, T, 16)
-        logits[..., 0] = 1.0
-        return (logits, weights) if return_attention else logits
 
 
 def test_attention_tallies_with_stub_models():
