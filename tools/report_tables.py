@@ -464,6 +464,36 @@ def p3_head_grad(m: dict, bands: dict) -> str:
     return table(header, rows, align)
 
 
+def p3_step100_cut(m: dict, bands: dict) -> str:
+    """Whether the step-100 head gradient norm separates failing from training runs, over
+    every run the bands hold (each cell's seed 0 and the extra seeds of the seeded cells)."""
+    runs = []  # (step-100 value, trains, cell, seed)
+    for cell, quantities in sorted(bands.items()):
+        if "head_grad_norm_at_100" not in quantities:
+            continue
+        trains = per_seed(quantities["trains"])
+        for seed, value in per_seed(quantities["head_grad_norm_at_100"]).items():
+            runs.append((value, bool(trains[seed]), cell, seed))
+    if not runs:
+        return "No bands yet: run `python -m tools.bands`."
+    runs.sort()
+    failing = [r for r in runs if not r[1]]
+    training = [r for r in runs if r[1]]
+    # the best cut "fails below it": errors = training runs below + failing runs above
+    errors = min(sum(r[1] for r in runs[:i]) + sum(not r[1] for r in runs[i:])
+                 for i in range(len(runs) + 1))
+
+    def listed(group):
+        return ", ".join(f"{cell} seed {seed} {fmt(value, 3)}" for value, _, cell, seed in group)
+
+    return (f"Step-100 head gradient norm over all {len(runs)} runs in "
+            f"`results/reference_bands.json`: the {len(failing)} failing runs have "
+            f"{fmt(failing[0][0], 3)}–{fmt(failing[-1][0], 3)} ({listed(failing)}); the "
+            f"{len(training)} training runs {fmt(training[0][0], 3)}–"
+            f"{fmt(training[-1][0], 3)}, the five smallest {listed(training[:5])}. The best "
+            f"single cut (fails below it) misclassifies {errors} of {len(runs)} runs.")
+
+
 def p3_by_step(m: dict, bands: dict) -> str:
     main = m["main"]
     log = read_json(results_dir("problem3") / f"training_log_{main['run']}.json")
@@ -535,7 +565,8 @@ TABLES = {
     "problem2": {"p2_seeds": p2_seeds, "p2_accuracy": p2_accuracy,
                  "p2_sinusoidal_seeds": p2_sinusoidal_seeds, "p2_long": p2_long},
     "problem3": {"p3_seeds": p3_seeds, "p3_sweep": p3_sweep, "p3_largest_lr": p3_largest_lr,
-                 "p3_head_grad": p3_head_grad, "p3_mechanism": p3_mechanism,
+                 "p3_head_grad": p3_head_grad, "p3_step100_cut": p3_step100_cut,
+                 "p3_mechanism": p3_mechanism,
                  "p3_by_step": p3_by_step,
                  "p3_by_length": p3_by_length, "p3_by_span": p3_by_span,
                  "p3_by_temperature": p3_by_temperature},
