@@ -23,7 +23,7 @@ HANDOUT    ?= build/handout
 AUTOGRADER ?= build/autograder.zip
 
 .PHONY: all data test smoke handout autograder grade-check lint problem1 problem2 problem3 p3-runs clean-results \
-        seeds seeds-problem1 seeds-problem2 seeds-problem3 bands
+        seeds seeds-problem1 seeds-problem2 seeds-problem3 samples10k bands
 .DELETE_ON_ERROR:
 .SECONDARY:  # never delete a run's weights as an "intermediate" file
 
@@ -127,7 +127,8 @@ clean-results:
 # ----------------------------------------------------------------------- extra seeds
 # Seeds 1-4 of every Problem 1 and 2 run and of four Problem 3 sweep cells, each seed in
 # its own folder problemN/results/seeds/seed{S}/ (seed 0 is the committed run itself).
-# Problems 1 and 2 first (short jobs), then the 16 Problem 3 runs, which resume.
+# Problems 1 and 2 first (short jobs), then the 16 Problem 3 runs, which resume, and the
+# long run's 10,000 samples.
 # A seed run's target is its training log (committed, written together with its weights),
 # so a fresh clone skips every finished run; a folder's metrics.json is made once all its
 # logs exist (order-only: Problems 1 and 2 evaluate from the weights, which are not
@@ -139,7 +140,7 @@ run_of = $(patsubst training_log_%,%,$(word 2,$(subst /, ,$(1))))
 
 seeds:
 	$(MAKE) seeds-problem1 seeds-problem2
-	$(MAKE) seeds-problem3
+	$(MAKE) seeds-problem3 samples10k
 	$(MAKE) bands
 
 seed_logs = $(foreach s,$(SEEDS),$(foreach r,$(2),$(1)/seeds/seed$(s)/training_log_$(r).json))
@@ -171,6 +172,14 @@ $(P3_SEED_LOGS): $(P3)/seeds/%_s1500.json: | data/smiles/train.txt
 $(P3)/seeds/seed%/metrics.json: \
   $(foreach c,$(P3_SEED_CELLS),$(P3)/seeds/seed%/training_log_$(c)_s1500.json)
 	$(RUN) -m problem3.evaluate --results_dir $(@D) $(COMMON)
+
+# Problem 3's long run at 10,000 samples (unique@10k as MOSES counts it). The weights are not
+# committed, so on a fresh clone this trains the 4,000-step run again (43 min).
+samples10k: $(P3)/metrics_n10000.json
+$(P3)/samples_$(P3_MAIN)_n10000.txt: | $(P3)/model_$(P3_MAIN).pth
+	$(RUN) -m problem3.sample --run $(P3_MAIN) --num_samples 10000 $(COMMON)
+$(P3)/metrics_n10000.json: $(P3)/samples_$(P3_MAIN)_n10000.txt
+	$(PY) -m tools.samples10k
 
 # problemN/results/reference_bands.json (mean, sd, min, max over seed 0 and the extra seeds),
 # then the reports' generated tables

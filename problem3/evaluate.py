@@ -42,7 +42,7 @@ from problem3.dataset import (
 )
 
 # generate() is the homework's Part D and lives in sample.py, so sampling comes from there.
-from problem3.sample import sample_run
+from problem3.sample import NUM_SAMPLES, sample_run
 from provided.common import (
     ArgumentParser,
     BadFileError,
@@ -62,7 +62,6 @@ RDLogger.DisableLog("rdApp.*")
 
 MAIN_RUN = "pre_lr0.001_w500_s4000"
 SWEEP_STEPS = 1500
-NUM_SAMPLES = 1000
 NUM_PROPERTY_MOLECULES = 1000  # training molecules in the property figure
 TEMPERATURES = (0.7, 1.0, 1.3)
 EARLY_STEPS = (50, 100)

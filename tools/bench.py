@@ -2,6 +2,7 @@
 
     python -m tools.bench                    # one thread, a markdown table for the README
     python -m tools.bench --threads 2 --steps 20
+    python -m tools.bench --profile          # where Problem 3's step spends its time
 
 For each model it times full training steps (forward, backward, optimizer), counts the
 model's FLOPs per step with torch's FlopCounterMode (matrix multiplies and attention,
@@ -16,6 +17,7 @@ import time
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from torch.profiler import ProfilerActivity, profile
 from torch.utils.flop_counter import FlopCounterMode
 
 from provided.common import ArgumentParser, positive_int, script
@@ -138,6 +140,17 @@ def nanogpt_step():
     return training_step(NanoGPT(25).train(), lm_loss(torch.randint(3, 25, (128, 52))))
 
 
+def profile_table(step, steps: int, rows: int) -> str:
+    """torch.profiler's operator table of `steps` calls of step (after 3 warm-up calls),
+    by self CPU time: where the step's time goes, operator by operator."""
+    for _ in range(3):
+        step()
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        for _ in range(steps):
+            step()
+    return prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=rows)
+
+
 BENCHMARKS = {
     "Problem 1: addition transformer, batch 128": problem1_step,
     "Problem 2: offset retrieval (rotary), batch 64 x 64": problem2_step,
@@ -151,9 +164,17 @@ def main(argv=None) -> int:
     parser = ArgumentParser(__doc__)
     parser.add_argument("--threads", type=positive_int, default=1)
     parser.add_argument("--steps", type=positive_int, default=10, help="timed steps per model")
+    parser.add_argument("--profile", action="store_true",
+                        help="instead of the table, profile Problem 3's step and the "
+                             "nanoGPT-style one, operator by operator")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
+    if args.profile:
+        for name in list(BENCHMARKS)[2:]:
+            print(f"{name}, {args.steps} steps\n"
+                  f"{profile_table(BENCHMARKS[name](), args.steps, rows=15)}")
+        return 0
     peak = matmul_rate()
     print(f"fp32 matmul rate, {args.threads} thread(s): {peak / 1e9:.1f} GFLOP/s\n")
     print("| model | steps/s | s/step | GFLOP/step | GFLOP/s | of matmul rate |")
