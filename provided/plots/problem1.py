@@ -10,7 +10,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from provided.common import read_json
-from provided.plots.style import legend_below, save_figure
+from provided.plots.style import legend_below, read_bands, save_figure
 
 ORDERS = ("forward", "reversed")
 SIZES = (1000, 2000, 4000)
@@ -206,9 +206,7 @@ def make_figures(results_dir: Path, out_dir: Path) -> list[Path]:
     metrics_path = results_dir / "metrics.json"
     if metrics_path.exists():
         metrics = read_json(metrics_path)
-        bands_path = results_dir / "reference_bands.json"
-        bands = read_json(bands_path) if bands_path.exists() else {}
-        paths.append(test_vs_train_size(metrics, out_dir, bands))
+        paths.append(test_vs_train_size(metrics, out_dir, read_bands(results_dir)))
         if metrics.get("ablation"):
             paths.append(ablation_figure(metrics["ablation"], metrics, out_dir))
         if metrics.get("pruning"):

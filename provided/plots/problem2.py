@@ -15,7 +15,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from provided.common import read_json
-from provided.plots.style import legend_right, save_figure
+from provided.plots.style import legend_right, read_bands, save_figure
 
 SCHEMES = ("none", "learned", "sinusoidal", "rotary")
 COLORS = {"none": "tab:gray", "learned": "tab:blue", "sinusoidal": "tab:orange",
@@ -190,9 +190,7 @@ def make_figures(results_dir: Path, out_dir: Path) -> list[Path]:
     if not (Path(results_dir) / "metrics.json").exists():
         return []  # nothing to draw: visualize.py says what to run first
     metrics = read_json(Path(results_dir) / "metrics.json")
-    bands_path = Path(results_dir) / "reference_bands.json"
-    bands = read_json(bands_path) if bands_path.exists() else {}
-    paths = [accuracy_by_bucket(metrics, out_dir, bands)]
+    paths = [accuracy_by_bucket(metrics, out_dir, read_bands(results_dir))]
     maps_path = Path(results_dir) / "attention_maps.json"
     if maps_path.exists():
         maps = read_json(maps_path)

@@ -10,7 +10,7 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import FixedLocator, NullFormatter, NullLocator
 
 from provided.common import read_json
-from provided.plots.style import legend_right, save_figure, save_image
+from provided.plots.style import legend_right, read_bands, save_figure, save_image
 
 THRESHOLD = 2.0
 LR_COLORS = {0.001: "tab:blue", 0.01: "tab:orange", 0.03: "tab:red"}
@@ -94,16 +94,29 @@ def loss_colormap() -> ListedColormap:
         bad="lightgrey")
 
 
-def sweep_grid(sweep: list[dict], out_dir: Path) -> Path:
+def seed_line(bands: dict, cell: str) -> str:
+    """'k/n seeds train' and 'loss a-b' for a cell that reference_bands.json holds with several seeds
+    (a-b: the range of their final losses), else ''."""
+    trains = bands.get(cell, {}).get("trains")
+    if not trains or trains["n_seeds"] < 2:
+        return ""
+    loss = bands[cell]["final_val_loss"]
+    spread = f"\nloss {loss['min']:.2f}-{loss['max']:.2f}" if loss["n_seeds"] > 1 else ""
+    return f"\n{int(sum(trains['values']))}/{trains['n_seeds']} seeds train{spread}"
+
+
+def sweep_grid(sweep: list[dict], out_dir: Path, bands: dict | None = None) -> Path:
     """Final validation loss over (warmup, lr), one panel per norm, coloured by the loss on a
     scale that turns from green to red at the threshold 2.0; diverged runs dark red, runs
-    not (yet) present grey."""
+    not (yet) present grey. Cells with several seeds in bands also say how many train and
+    the range of their final losses (the colour stays seed 0's)."""
+    bands = bands or {}
     lrs, warmups = sorted({e["lr"] for e in sweep}), sorted({e["warmup"] for e in sweep})
     losses = [e["final_val_loss"] for e in sweep if e["final_val_loss"] is not None]
     norm_scale = TwoSlopeNorm(vcenter=THRESHOLD, vmin=min([0.5, *losses]),
                               vmax=max([5.0, *losses]))
     cmap = loss_colormap()
-    fig, axes = plt.subplots(1, 2, figsize=(11, 3.9), layout="constrained")
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.4), layout="constrained")
     for ax, norm in zip(axes, ("pre", "post")):
         runs = {(e["warmup"], e["lr"]): e for e in sweep if e["norm"] == norm}
         values = np.full((len(warmups), len(lrs)), np.nan)  # nan: absent
@@ -117,8 +130,9 @@ def sweep_grid(sweep: list[dict], out_dir: Path) -> Path:
                 values[i, j] = norm_scale.vmax if loss is None else loss
                 shade = norm_scale(values[i, j])
                 text = "diverged" if loss is None else f"{loss:.2f}"
-                ax.text(j, i, f"{text}\n{'trains' if e['trains'] else 'FAILS'}", ha="center",
-                        va="center", fontsize=10, fontweight="bold",
+                seeds = seed_line(bands, e["run"].rsplit("_s", 1)[0])
+                ax.text(j, i, f"{text}\n{'trains' if e['trains'] else 'FAILS'}{seeds}",
+                        ha="center", va="center", fontsize=10, fontweight="bold",
                         color="white" if shade < 0.15 or shade > 0.8 else "black")
         image = ax.imshow(np.ma.masked_invalid(values), cmap=cmap, norm=norm_scale,
                           aspect="auto")
@@ -132,8 +146,11 @@ def sweep_grid(sweep: list[dict], out_dir: Path) -> Path:
     bar.ax.axhline(THRESHOLD, color="black", linewidth=2)
     bar.set_ticks(sorted({norm_scale.vmin, 1.0, 1.5, THRESHOLD, 3.0, 4.0, norm_scale.vmax}))
     bar.ax.yaxis.set_major_formatter(lambda y, _: f"{y:g}")
+    seeded = any(seed_line(bands, e["run"].rsplit("_s", 1)[0]) for e in sweep)
     fig.suptitle(f"Sweep verdicts: a run trains if its final validation loss < {THRESHOLD} "
-                 "(greens below, reds above)")
+                 "(greens below, reds above)"
+                 + ("\nseed 0's loss and verdict; seeded cells add k/n seeds that train and "
+                    "the seeds' loss range" if seeded else ""))
     return save_figure(fig, out_dir, "sweep_grid")
 
 
@@ -277,7 +294,7 @@ def make_figures(results_dir: Path, out_dir: Path) -> list[Path]:
     if metrics.get("sweep"):
         sweep_steps = int(metrics["sweep"][0]["run"].rsplit("_s", 1)[1])
         paths.append(sweep_curves(load_logs(results_dir, sweep_steps), out_dir))
-        paths.append(sweep_grid(metrics["sweep"], out_dir))
+        paths.append(sweep_grid(metrics["sweep"], out_dir, read_bands(results_dir)))
     main = metrics.get("main")
     if main:
         paths.append(validity_curve(main, out_dir))

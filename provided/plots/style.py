@@ -5,6 +5,8 @@ from pathlib import Path
 
 import matplotlib.pyplot as plt
 
+from provided.common import read_json
+
 plt.rcParams.update({
     "figure.dpi": 110,
     "savefig.dpi": 130,
@@ -15,6 +17,13 @@ plt.rcParams.update({
     "font.size": 10,
     "legend.framealpha": 0.9,
 })
+
+
+def read_bands(results_dir: Path) -> dict:
+    """results_dir/reference_bands.json (tools/bands.py), {} where there is none: figures
+    then show seed 0 alone."""
+    path = Path(results_dir) / "reference_bands.json"
+    return read_json(path) if path.exists() else {}
 
 
 def legend_below(ax, ncol: int = 3, **kwargs):
