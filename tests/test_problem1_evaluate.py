@@ -3,12 +3,13 @@ maps, and evaluate.py end to end on a tiny data folder (after a 3-step training 
 
 import copy
 import json
+from types import SimpleNamespace
 
 import pytest
 import torch
 
 from problem1 import evaluate, train
-from problem1.dataset import AdditionDataset
+from problem1.dataset import BOS, AdditionDataset
 from problem1.evaluate import (
     HEAD_NAMES,
     HeadRemovalScorer,
@@ -17,7 +18,7 @@ from problem1.evaluate import (
     remove_head,
     single_head_ablation,
 )
-from problem1.model import AdditionTransformer
+from problem1.model import AdditionTransformer, score_predictions
 from tests.tiny import addition_data, script_args
 
 pytestmark = pytest.mark.p1e
@@ -95,31 +96,43 @@ def test_mean_attention_maps_shapes_and_means(tmp_path):
         torch.testing.assert_close(maps[name], (first[name] + second[name]) / 2)
 
 
-def test_head_removal_scorer_matches_a_fresh_copy(tmp_path):
+def test_head_removal_scorer_matches_greedy_decoding(tmp_path):
     data = addition_data(tmp_path, n_train=8, n_eval=200)
-    test = AdditionDataset(data, "test", "reversed")
+    src = AdditionDataset(data, "test", "reversed").src
     torch.manual_seed(0)
     model = AdditionTransformer().eval()
     with torch.no_grad():  # a model whose outputs depend strongly on every head
         for p in model.parameters():
             p.mul_(3.0)
-    score = HeadRemovalScorer(model, test, "cpu")
+    before = copy.deepcopy(model.state_dict())
 
-    def fresh_predictions(removed):
+    def greedy(removed):
         other = copy.deepcopy(model)
         for name in removed:
             remove_head(other, name)
-        return other.generate(test.src)
+        return other.generate(src)
 
-    # In turn, make each removal's own predictions the targets: the scorer, with its restored
-    # weights and cached encoder outputs, must then score exactly 1 on that removal only.
-    for removed in ([], ["enc0.self.h1"], ["dec1.cross.h0", "enc1.self.h2"], [],
-                    ["dec0.self.h3"], ["enc0.self.h1"]):
-        score.tgt_out = fresh_predictions(removed)
-        assert score(removed) == 1.0
-        assert score(["enc0.self.h0", "dec1.cross.h1"]) < 1.0
-    assert torch.equal(model.encoder_layers[0].self_attn.W_o.weight,
-                       score.W_o["enc0.self"])  # the model given is never changed
+    # Targets that some head sets get partly right: even rows from the full model, odd rows
+    # from the model without dec0.self.h3.
+    targets = greedy([])
+    targets[1::2] = greedy(["dec0.self.h3"])[1::2]
+    bos = torch.full_like(targets[:, :1], BOS)
+    split = SimpleNamespace(src=src, tgt_in=torch.cat([bos, targets[:, :-1]], dim=1),
+                            tgt_out=targets)
+    score = HeadRemovalScorer(model, split, "cpu")
+    # Sets in an order that makes the scorer restore weights and switch cached encoder
+    # outputs; each score must be greedy decoding's exact match against the targets.
+    sets = ([], ["enc0.self.h1"], ["dec1.cross.h0", "enc1.self.h2"], [], ["dec0.self.h3"],
+            ["enc0.self.h1"], ["enc0.self.h0", "dec1.cross.h1"], ["dec0.self.h3"])
+    scores = []
+    for removed in sets:
+        expected, _ = score_predictions(greedy(removed), targets)
+        scores.append(score(removed))
+        assert scores[-1] == expected, removed
+    assert 0.5 <= scores[0] < 1 and 0.5 <= scores[4] < 1  # the halves the targets took
+    assert len(set(scores)) >= 4 and min(scores) < 0.5
+    for name, tensor in model.state_dict().items():  # the model given is never changed
+        assert torch.equal(tensor, before[name]), name
 
 
 def test_evaluate_end_to_end(tmp_path):

@@ -47,24 +47,6 @@ def test_head_names():
     assert HEAD_NAMES[12] == "dec0.cross.h0" and HEAD_NAMES[-1] == "dec1.cross.h3"
 
 
-def test_reuse_projection_computes_once_per_input_tensor(monkeypatch):
-    torch.manual_seed(0)
-    linear = torch.nn.Linear(4, 3)
-    evaluate.reuse_projection(linear)
-    calls = []
-    real_linear = torch.nn.functional.linear
-    monkeypatch.setattr(torch.nn.functional, "linear",
-                        lambda *args: calls.append(args[0]) or real_linear(*args))
-    memory, other = torch.randn(2, 5, 4), torch.randn(2, 5, 4)
-    first = linear(memory)
-    assert linear(memory) is first and len(calls) == 1  # same tensor: the output is reused
-    torch.testing.assert_close(first, memory @ linear.weight.T + linear.bias)
-    torch.testing.assert_close(linear(other), other @ linear.weight.T + linear.bias)
-    assert len(calls) == 2  # another tensor: computed afresh
-    assert linear(memory) is not first and len(calls) == 3  # only the last input is kept
-    evaluate.reuse_projection(torch.nn.Identity())  # anything else is left alone
-
-
 def test_carries_and_breakdown():
     src = torch.tensor([[3, 9, 1, PLUS, 9, 6, 8],    # 391 + 968: 9+6 and 3+9+1 carry
                         [0, 1, 2, PLUS, 5, 9, 7],    # 12 + 597: only 1+9 carries

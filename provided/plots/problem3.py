@@ -95,8 +95,8 @@ def loss_colormap() -> ListedColormap:
 
 
 def seed_line(bands: dict, cell: str) -> str:
-    """'k/n seeds train' and 'loss a-b' for a cell that reference_bands.json holds with several seeds
-    (a-b: the range of their final losses), else ''."""
+    """'k/n seeds train' and 'loss a-b' (the range of the seeds' final losses) for a cell
+    that reference_bands.json holds with several seeds, else ''."""
     trains = bands.get(cell, {}).get("trains")
     if not trains or trains["n_seeds"] < 2:
         return ""
