@@ -494,6 +494,28 @@ def p3_step100_cut(m: dict, bands: dict) -> str:
             f"single cut (fails below it) misclassifies {errors} of {len(runs)} runs.")
 
 
+def p3_samples10k(m: dict, bands: dict) -> str:
+    """The long run's final model at 10,000 samples (tools/samples10k.py), if measured."""
+    path = results_dir("problem3") / "metrics_n10000.json"
+    if not path.exists():
+        return "Not measured yet: `make samples10k` writes `results/metrics_n10000.json`."
+    large = read_json(path)
+    every, blocks = large["all"], large["blocks_of_1000"]
+
+    def spread(q):
+        values = [b[q] for b in blocks]
+        return f"{fmt(min(values), 3)}–{fmt(max(values), 3)}"
+
+    return (f"10,000 samples of `{large['run']}` at T = {large['temperature']:g} "
+            f"(`results/metrics_n10000.json`; the first 1,000 are the samples above): "
+            f"well-formed {fmt(every['well_formed'], 3)}, validity {fmt(every['validity'], 3)}, "
+            f"uniqueness {fmt(every['uniqueness'], 4)} (unique@10k: "
+            f"{round(every['uniqueness'] * every['validity'] * every['num_samples'])} distinct "
+            f"valid molecules), novelty {fmt(every['novelty'], 3)}. Over its ten blocks of "
+            f"1,000: validity {spread('validity')}, uniqueness {spread('uniqueness')}, "
+            f"novelty {spread('novelty')}.")
+
+
 def p3_by_step(m: dict, bands: dict) -> str:
     main = m["main"]
     log = read_json(results_dir("problem3") / f"training_log_{main['run']}.json")
@@ -566,7 +588,7 @@ TABLES = {
                  "p2_sinusoidal_seeds": p2_sinusoidal_seeds, "p2_long": p2_long},
     "problem3": {"p3_seeds": p3_seeds, "p3_sweep": p3_sweep, "p3_largest_lr": p3_largest_lr,
                  "p3_head_grad": p3_head_grad, "p3_step100_cut": p3_step100_cut,
-                 "p3_mechanism": p3_mechanism,
+                 "p3_samples10k": p3_samples10k, "p3_mechanism": p3_mechanism,
                  "p3_by_step": p3_by_step,
                  "p3_by_length": p3_by_length, "p3_by_span": p3_by_span,
                  "p3_by_temperature": p3_by_temperature},
