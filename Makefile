@@ -23,7 +23,7 @@ HANDOUT    ?= build/handout
 AUTOGRADER ?= build/autograder.zip
 
 .PHONY: all data test smoke handout autograder grade-check lint problem1 problem2 problem3 p3-runs clean-results \
-        seeds seeds-problem1 seeds-problem2 seeds-problem3 samples10k bands
+        seeds seeds-problem1 seeds-problem2 seeds-problem3 samples10k pruning-bias bands
 .DELETE_ON_ERROR:
 .SECONDARY:  # never delete a run's weights as an "intermediate" file
 
@@ -180,6 +180,12 @@ $(P3)/samples_$(P3_MAIN)_n10000.txt: | $(P3)/model_$(P3_MAIN).pth
 	$(RUN) -m problem3.sample --run $(P3_MAIN) --num_samples 10000 $(COMMON)
 $(P3)/metrics_n10000.json: $(P3)/samples_$(P3_MAIN)_n10000.txt
 	$(PY) -m tools.samples10k
+
+# Problem 1's greedy pruning chosen on validation and scored on test (the bias of the
+# homework's test-chosen curve); needs the two n4000 models, which are not committed.
+pruning-bias: $(P1)/pruning_validation.json
+$(P1)/pruning_validation.json: | $(P1)/model_forward_n4000.pth $(P1)/model_reversed_n4000.pth
+	$(RUN) -m tools.pruning_bias
 
 # problemN/results/reference_bands.json (mean, sd, min, max over seed 0 and the extra seeds),
 # then the reports' generated tables

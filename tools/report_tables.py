@@ -284,6 +284,40 @@ def p1_pruning(m: dict, bands: dict) -> str:
     return table(header, rows, "rrlrlr")
 
 
+def fewest_heads(curve: list[dict], key: str = "test_exact_match") -> str:
+    """The fewest heads left with curve[k][key] >= 0.95, as text."""
+    kept = [24 - k for k, point in enumerate(curve) if point[key] >= 0.95]
+    return str(min(kept)) if kept else "none"
+
+
+def p1_pruning_bias(m: dict, bands: dict) -> str:
+    path = results_dir("problem1") / "pruning_validation.json"
+    if not path.exists():
+        return "Not measured yet: `make pruning-bias` writes `results/pruning_validation.json`."
+    chosen_on_val = read_json(path)
+    header = ["heads left"]
+    for run in P1_HEAD_MODELS:
+        header += [f"{run}: chosen on test", "chosen on validation"]
+    rows = []
+    for k in range(25):
+        row = [str(24 - k)]
+        for run in P1_HEAD_MODELS:
+            row += [fmt(m["pruning"][run][k]["test_exact_match"]),
+                    fmt(chosen_on_val[run][k]["test_exact_match"])]
+        rows.append(row)
+    text = table(header, rows, "rrrrr")
+    summary = []
+    for run in P1_HEAD_MODELS:
+        gaps = [a["test_exact_match"] - b["test_exact_match"]
+                for a, b in zip(m["pruning"][run], chosen_on_val[run])]
+        summary.append(
+            f"{run}: fewest heads with test exact match >= 0.95 {fewest_heads(m['pruning'][run])}"
+            f" chosen on test, {fewest_heads(chosen_on_val[run])} chosen on validation; test "
+            f"minus validation choice {fmt(statistics.fmean(gaps), 4)} on average over the 25 "
+            f"points (largest {fmt(max(gaps), 4)}, smallest {fmt(min(gaps), 4)})")
+    return text + "\n\nEvery exact match here is on test. " + "; ".join(summary) + "."
+
+
 # ------------------------------------------------------------------------------ problem 2
 P2_SCHEMES = ("none", "learned", "sinusoidal", "rotary")
 P2_QUANTITIES = ("in_range", "beyond", *[f"bucket_{b}" for b in P2_BUCKETS])
@@ -583,7 +617,7 @@ def p3_mechanism(m: dict, bands: dict) -> str:
 TABLES = {
     "problem1": {"p1_seeds": p1_seeds, "p1_runs": p1_runs, "p1_order_seeds": p1_order_seeds,
                  "p1_breakdown": p1_breakdown, "p1_ablation": p1_ablation,
-                 "p1_pruning": p1_pruning},
+                 "p1_pruning": p1_pruning, "p1_pruning_bias": p1_pruning_bias},
     "problem2": {"p2_seeds": p2_seeds, "p2_accuracy": p2_accuracy,
                  "p2_sinusoidal_seeds": p2_sinusoidal_seeds, "p2_long": p2_long},
     "problem3": {"p3_seeds": p3_seeds, "p3_sweep": p3_sweep, "p3_largest_lr": p3_largest_lr,

@@ -62,7 +62,14 @@ def p1_quotes() -> list[str]:
     h2 = maps["reversed_n4000"]["decoder_self"][0][2]
     pruning = metrics["pruning"]["reversed_n4000"]
     carries = breakdown["forward_n1000"]["exact_match_by_carries"].values()
+    on_val = load("problem1", "pruning_validation.json")
+    same_from = max(24 - k for k in range(25) if all(
+        set(on_val[run][j]["removed"]) == set(metrics["pruning"][run][j]["removed"])
+        for run in on_val for j in range(k, 25)))
+    best_on_val = max(p["test_exact_match"] for p in on_val["forward_n4000"])
     return [
+        f"the same curve from {same_from} heads left down",
+        f"(up to {fmt(best_on_val)}, {round((best_on_val - 0.992) * 2000)} more correct sums)",
         f"dec1.cross.h3 puts {fmt(s3[2] + s3[6], 3)} on a0 + b0 (a0 {fmt(s3[2], 3)}, "
         f"b0 {fmt(s3[6], 3)};",
         f"removing it alone lowers test exact match to "
