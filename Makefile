@@ -177,7 +177,7 @@ $(P3)/seeds/seed%/metrics.json: \
 # committed, so on a fresh clone this trains the 4,000-step run again (43 min).
 samples10k: $(P3)/metrics_n10000.json
 $(P3)/samples_$(P3_MAIN)_n10000.txt: | $(P3)/model_$(P3_MAIN).pth
-	$(RUN) -m problem3.sample --run $(P3_MAIN) --num_samples 10000 $(COMMON)
+	$(RUN) -m tools.samples10k --sample
 $(P3)/metrics_n10000.json: $(P3)/samples_$(P3_MAIN)_n10000.txt
 	$(PY) -m tools.samples10k
 

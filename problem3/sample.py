@@ -2,9 +2,6 @@
 
     python sample.py --run pre_lr0.001_w500_s4000        # writes results/samples_{run}.txt
 
-Another temperature or number of samples goes to its own file, e.g. --temperature 0.7
---num_samples 10000 writes results/samples_{run}_T0.7_n10000.txt.
-
 Sampling is batched and incremental: every sequence starts at BOS, the next id is drawn
 from softmax(logits / T) at the last position, a sequence is finished at its first EOS,
 and a key/value cache means each new token costs one position's work.
@@ -122,7 +119,6 @@ def main(argv=None) -> int:
     model, vocab, _, _ = load_run(args.results_dir / f"model_{args.run}.pth", device)
     samples = sample_run(model, vocab, args.num_samples, args.temperature, args.seed, device)
     suffix = "" if args.temperature == 1.0 else f"_T{args.temperature}"
-    suffix += "" if args.num_samples == NUM_SAMPLES else f"_n{args.num_samples}"
     path = args.results_dir / f"samples_{args.run}{suffix}.txt"
     atomic_write_text(path, "\n".join(samples) + "\n")
     print(f"wrote {len(samples)} samples to {path}")
