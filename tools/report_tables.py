@@ -535,6 +535,8 @@ def p3_samples10k(m: dict, bands: dict) -> str:
         return "Not measured yet: `make samples10k` writes `results/metrics_n10000.json`."
     large = read_json(path)
     every, blocks = large["all"], large["blocks_of_1000"]
+    valid = round(every["validity"] * every["num_samples"])
+    distinct = round(every["uniqueness"] * valid)
 
     def spread(q):
         values = [b[q] for b in blocks]
@@ -543,9 +545,8 @@ def p3_samples10k(m: dict, bands: dict) -> str:
     return (f"10,000 samples of `{large['run']}` at T = {large['temperature']:g} "
             f"(`results/metrics_n10000.json`; the first 1,000 are the samples above): "
             f"well-formed {fmt(every['well_formed'], 3)}, validity {fmt(every['validity'], 3)}, "
-            f"uniqueness {fmt(every['uniqueness'], 4)} (unique@10k: "
-            f"{round(every['uniqueness'] * every['validity'] * every['num_samples'])} distinct "
-            f"valid molecules), novelty {fmt(every['novelty'], 3)}. Over its ten blocks of "
+            f"uniqueness (unique@10k) {fmt(every['uniqueness'], 4)}, i.e. {distinct:,} distinct "
+            f"among {valid:,} valid, novelty {fmt(every['novelty'], 3)}. Over its ten blocks of "
             f"1,000: validity {spread('validity')}, uniqueness {spread('uniqueness')}, "
             f"novelty {spread('novelty')}.")
 

@@ -129,7 +129,11 @@ def p3_quotes() -> list[str]:
         return any(digits.count(d) % 2 for d in set(digits))
 
     final = metrics["main"]["by_temperature"][1]
+    large = load("problem3", "metrics_n10000.json")
+    block_validity = [b["validity"] for b in large["blocks_of_1000"]]
     quotes = [
+        f"our uniqueness at 10,000 samples ({fmt(large['all']['uniqueness'], 3)})",
+        f"about ±{fmt((max(block_validity) - min(block_validity)) / 2, 3)} in validity",
         f"is {fmt(train[1200], 3)} at step 1200 and then rises",
         f"to {fmt(train[1500], 3)} at step 1500, still rising",
         f"{low + high} of the {len(properties)} valid samples "
