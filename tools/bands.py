@@ -116,12 +116,20 @@ QUANTITIES = {"problem1": problem1_quantities, "problem2": problem2_quantities,
               "problem3": problem3_quantities}
 
 
-def main(argv=None) -> int:
+def parse_problems(argv=None) -> list[str]:
+    """The problems named on the command line, all three if none."""
     parser = ArgumentParser(__doc__)
-    parser.add_argument("problems", nargs="*", choices=list(QUANTITIES),
-                        help="default: all three")
+    parser.add_argument("problems", nargs="*", metavar="problemN",
+                        help=f"any of {', '.join(QUANTITIES)} (default: all three)")
     args = parser.parse_args(argv)
-    for problem in args.problems or QUANTITIES:
+    for problem in args.problems:
+        if problem not in QUANTITIES:
+            parser.error(f"unknown problem {problem!r}: choose from {', '.join(QUANTITIES)}")
+    return args.problems or list(QUANTITIES)
+
+
+def main(argv=None) -> int:
+    for problem in parse_problems(argv):
         bands = collect(problem, QUANTITIES[problem])
         path = results_dir(problem) / "reference_bands.json"
         write_json(path, bands)

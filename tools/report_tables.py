@@ -36,7 +36,7 @@ from provided.common import (
     results_dir,
     script,
 )
-from tools.bands import LATE_POINTS, P2_BUCKETS
+from tools.bands import LATE_POINTS, P2_BUCKETS, seed_dirs
 
 MARKER = re.compile(r"^<!-- table: (?P<name>[\w-]+) -->\n(?P<body>.*?)^<!-- end table -->$",
                     re.M | re.S)
@@ -551,6 +551,24 @@ def p3_samples10k(m: dict, bands: dict) -> str:
             f"novelty {spread('novelty')}.")
 
 
+def p3_failing_seeds(m: dict, bands: dict) -> str:
+    """Per seed of each seeded cell that fails in some seed: the last logged training loss
+    and the final validation loss, from the training logs."""
+    folders = seed_dirs("problem3")
+    lines = []
+    for cell, quantities in sorted(bands.items()):
+        trains = quantities.get("trains")
+        if not trains or trains["n_seeds"] < 2 or min(trains["values"]) == 1.0:
+            continue
+        parts = []
+        for seed in seeds_of(trains):
+            log = read_json(folders[seed] / f"training_log_{cell}_s1500.json")
+            parts.append(f"seed {seed} {fmt(log['log'][-1]['train_loss'], 3)} / "
+                         f"{fmt(log['final_val_loss'], 3)}")
+        lines.append(f"{cell}, last training loss / final validation loss: " + "; ".join(parts))
+    return ("\n\n".join(lines) + ".") if lines else "No seeded cell fails in any seed."
+
+
 def p3_by_step(m: dict, bands: dict) -> str:
     main = m["main"]
     log = read_json(results_dir("problem3") / f"training_log_{main['run']}.json")
@@ -623,6 +641,7 @@ TABLES = {
                  "p2_sinusoidal_seeds": p2_sinusoidal_seeds, "p2_long": p2_long},
     "problem3": {"p3_seeds": p3_seeds, "p3_sweep": p3_sweep, "p3_largest_lr": p3_largest_lr,
                  "p3_head_grad": p3_head_grad, "p3_step100_cut": p3_step100_cut,
+                 "p3_failing_seeds": p3_failing_seeds,
                  "p3_samples10k": p3_samples10k, "p3_mechanism": p3_mechanism,
                  "p3_by_step": p3_by_step,
                  "p3_by_length": p3_by_length, "p3_by_span": p3_by_span,

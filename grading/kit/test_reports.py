@@ -9,7 +9,7 @@ import statistics
 import pytest
 
 from provided.common import REPO_ROOT, results_dir
-from tools import report_tables
+from tools import bands, report_tables
 from tools.report_tables import fmt
 
 pytestmark = pytest.mark.kit
@@ -33,6 +33,19 @@ def test_generated_tables_match_the_json():
     differences = report_tables.differences()
     assert not differences, ("tables out of date (run `python -m tools.report_tables`):\n"
                              + "\n".join(differences))
+
+
+@pytest.mark.parametrize("problem", ["problem1", "problem2", "problem3"])
+def test_committed_bands_are_recomputed_from_the_seed_folders(problem):
+    assert bands.collect(problem, bands.QUANTITIES[problem]) == load(problem,
+                                                                     "reference_bands.json")
+
+
+def test_bands_command_line():
+    assert bands.parse_problems([]) == ["problem1", "problem2", "problem3"]
+    assert bands.parse_problems(["problem3"]) == ["problem3"]
+    with pytest.raises(SystemExit):
+        bands.parse_problems(["problem4"])
 
 
 def test_a_stale_table_is_named_and_rewritten():
@@ -129,9 +142,22 @@ def p3_quotes() -> list[str]:
         return any(digits.count(d) % 2 for d in set(digits))
 
     final = metrics["main"]["by_temperature"][1]
+    band = load("problem3", "reference_bands.json")
+
+    def loss_range(cell):
+        values = band[cell]["final_val_loss"]["values"]
+        return f"{fmt(min(values), 3)}-{fmt(max(values), 3)}"
+
     large = load("problem3", "metrics_n10000.json")
     block_validity = [b["validity"] for b in large["blocks_of_1000"]]
+    pre_stall = band["pre_lr0.03_w0"]["head_grad_norm_at_100"]["values"]
     quotes = [
+        f"with final losses from {loss_range('post_lr0.03_w500').replace('-', ' to ')}:",
+        f"stalls near 1.5 in every seed ({loss_range('pre_lr0.03_w0')})",
+        f"ends at {loss_range('post_lr0.001_w0')} in all five",
+        f"have small values in all five seeds ({fmt(min(pre_stall), 3)}-"
+        f"{fmt(max(pre_stall), 3)})",
+        f"scatters from {loss_range('post_lr0.01_w0').replace('-', ' to ')}",
         f"our uniqueness at 10,000 samples ({fmt(large['all']['uniqueness'], 3)})",
         f"about ±{fmt((max(block_validity) - min(block_validity)) / 2, 3)} in validity",
         f"is {fmt(train[1200], 3)} at step 1200 and then rises",
