@@ -62,7 +62,7 @@ def remove_head(model, name: str) -> None:
 
 
 class HeadRemovalScorer:
-    """score(removed heads) -> test exact match of greedy decoding without those heads.
+    """score(removed heads) -> the split's exact match of greedy decoding without those heads.
 
     It works on one copy of the model, restoring the six W_o weights before each call, and
     remembers every set's score, so that a set asked for twice is scored once. Removing
@@ -71,7 +71,7 @@ class HeadRemovalScorer:
 
     Exact match is decided without decoding step by step (see greedy_reproduces): one
     teacher-forced pass of the decoder per set instead of four greedy steps. On the
-    committed models both ways give the same scores; the README has the check.
+    committed models both ways give the same scores (problem1/REPORT.md, "Speed").
     """
 
     def __init__(self, model, dataset, device, desc: str = "heads"):

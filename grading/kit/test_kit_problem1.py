@@ -47,6 +47,28 @@ def test_head_names():
     assert HEAD_NAMES[12] == "dec0.cross.h0" and HEAD_NAMES[-1] == "dec1.cross.h3"
 
 
+def test_greedy_reproduces_is_greedy_decodings_exact_match():
+    torch.manual_seed(1)
+    model = AdditionTransformer().eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.mul_(3.0)
+    src = torch.randint(0, 10, (64, 7))
+    src[:, 3] = PLUS
+    with torch.no_grad():
+        memory, _ = model.encode(src)
+        decoded = model.generate(src)
+    wrong = decoded.clone()
+    wrong[::3, 2] = (wrong[::3, 2] + 1) % 10  # every third row: its third digit is not greedy's
+    wrong[1::3, 0] = (wrong[1::3, 0] + 1) % 10  # and for others the first digit
+    for targets in (decoded, wrong):
+        tgt_in = torch.cat([torch.full_like(targets[:, :1], BOS), targets[:, :-1]], dim=1)
+        with torch.no_grad():
+            right = evaluate.greedy_reproduces(model, memory, tgt_in, targets)
+        assert torch.equal(right, (decoded == targets).all(dim=1))
+    assert right.sum() == 64 - 22 - 21
+
+
 def test_carries_and_breakdown():
     src = torch.tensor([[3, 9, 1, PLUS, 9, 6, 8],    # 391 + 968: 9+6 and 3+9+1 carry
                         [0, 1, 2, PLUS, 5, 9, 7],    # 12 + 597: only 1+9 carries
