@@ -158,6 +158,8 @@ def p3_quotes() -> list[str]:
         f"have small values in all five seeds ({fmt(min(pre_stall), 3)}-"
         f"{fmt(max(pre_stall), 3)})",
         f"scatters from {loss_range('post_lr0.01_w0').replace('-', ' to ')}",
+        f"(mean {fmt(band['post_lr0.01_w0']['final_val_loss']['mean'], 3)}, sd "
+        f"{fmt(band['post_lr0.01_w0']['final_val_loss']['sd'], 3)})",
         f"our uniqueness at 10,000 samples ({fmt(large['all']['uniqueness'], 3)})",
         f"about ±{fmt((max(block_validity) - min(block_validity)) / 2, 3)} in validity",
         f"is {fmt(train[1200], 3)} at step 1200 and then rises",
