@@ -70,8 +70,8 @@ class HeadRemovalScorer:
     the last few sets of removed encoder heads (one per encoder head, plus one).
 
     Exact match is decided without decoding step by step (see greedy_reproduces): one
-    teacher-forced pass of the decoder per set instead of four greedy steps. On the
-    committed models both ways give the same scores (problem1/REPORT.md, "Speed").
+    teacher-forced pass of the decoder per set instead of four greedy steps, with the same
+    scores (only an argmax tied to the last bit could tell the two ways apart).
     """
 
     def __init__(self, model, dataset, device, desc: str = "heads"):
