@@ -31,7 +31,7 @@ def code_points(results: dict) -> dict:
         if not part.endswith("-results"):
             score, maximum = points.get(part, (0.0, 0.0))
             points[part] = (score + test["score"], maximum + test["max_score"])
-    return points
+    return {part: (round(score, 6), round(maximum, 6)) for part, (score, maximum) in points.items()}
 
 
 def fill_one_part(handout: Path, out: Path, part: str, regions: dict) -> Path:
