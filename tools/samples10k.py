@@ -2,13 +2,14 @@
 
     make samples10k                    (instructors)
     python -m tools.samples10k --sample   # draws the samples: needs the long run's weights
-    python -m tools.samples10k            # measures the committed samples file
+    python -m tools.samples10k            # measures the samples file
 
 metrics.json measures 1,000 samples per model; MOSES reports uniqueness among 10,000
 (unique@10k), where repeats are ten times as likely to show. --sample draws 10,000 strings
 from results/model_pre_lr0.001_w500_s4000.pth as sample.py does (T = 1, seed 0) into
-results/samples_pre_lr0.001_w500_s4000_n10000.txt. Then it checks that their first 1,000
-are the committed samples_{run}.txt (same seed, same batches of 500), and writes
+results/samples_pre_lr0.001_w500_s4000_n10000.txt, and stops. Without it, this checks that
+their first 1,000 are the committed samples_{run}.txt (same seed, same batches of 500), and
+writes
 results/metrics_n10000.json: problem3.evaluate.sample_metrics of all 10,000 and of each
 block of 1,000 (the spread of a 1,000-sample measurement).
 """
@@ -36,7 +37,7 @@ def blocks(samples: list[str], size: int) -> list[list[str]]:
 def main(argv=None) -> int:
     parser = ArgumentParser(__doc__)
     parser.add_argument("--sample", action="store_true",
-                        help="draw the samples from the long run's weights first")
+                        help="only draw the samples from the long run's weights")
     args = parser.parse_args(argv)
     folder = results_dir("problem3")
     path = folder / f"samples_{MAIN_RUN}_n{NUM_LARGE}.txt"
@@ -44,6 +45,8 @@ def main(argv=None) -> int:
         model, vocab, _, _ = load_run(folder / f"model_{MAIN_RUN}.pth", "cpu")
         drawn = sample_run(model, vocab, NUM_LARGE, 1.0, 0, "cpu")
         atomic_write_text(path, "\n".join(drawn) + "\n")
+        print(f"wrote {path}")
+        return 0
     if not path.exists():
         fail(f"{path} not found: run `make samples10k` (it needs the long run's weights)")
     samples = path.read_text().split("\n")[:-1]
