@@ -25,7 +25,6 @@ AUTOGRADER ?= build/autograder.zip
 .PHONY: all data test smoke handout autograder grade-check lint problem1 problem2 problem3 p3-runs clean-results \
         seeds seeds-problem1 seeds-problem2 seeds-problem3 samples10k pruning-bias bands
 .DELETE_ON_ERROR:
-.SECONDARY:  # never delete a run's weights as an "intermediate" file
 
 # The data first, then the longest work: Problem 3's runs fill the cores for most of the time
 # and the short jobs of Problems 1 and 2 come last, where they fill the cores up to the last

@@ -95,3 +95,23 @@ def test_make_seeds_trains_what_is_missing_and_skips_finished_logs(tmp_path):
     (tmp_path / "problem1/results/seeds/seed1/metrics.json").write_text("{}")
     runs = training_runs(dry_run(tmp_path, "seeds-problem1", "NPROC=2"))
     assert len(runs) == 3 * 6 and not any("seed1" in c for c in runs)
+
+
+@pytest.mark.parametrize("cleaned", [False, True])
+def test_make_all_reruns_everything_in_a_fresh_clone(tmp_path, cleaned):
+    """A fresh clone has the committed logs, metrics and figures but no weights; with
+    `make clean-results` the logs and metrics go too. Either way `make all` redoes all runs."""
+    committed = ["data/addition/train.csv", "data/offset/train.npy", "data/smiles/train.txt",
+                 "data/figures/carries.png",
+                 "problem1/results/figures/pruning.png",
+                 "problem2/results/figures/accuracy_by_bucket.png",
+                 "problem3/results/figures/sweep_grid.png",
+                 "problem3/results/samples_pre_lr0.001_w500_s4000.txt"]
+    if not cleaned:
+        committed += [f"problem{n}/results/metrics.json" for n in (1, 2, 3)]
+    for name in committed:
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("x")
+    commands = dry_run(tmp_path, "all", "-j2", "NPROC=2")
+    assert len(training_runs(commands)) == 23
+    assert sum("visualize.py problem" in c for c in commands) == 3
