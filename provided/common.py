@@ -172,6 +172,7 @@ def script(main=None, *, interrupted: str = INTERRUPTED):
 
     @functools.wraps(main)
     def wrapper(argv=None) -> int:
+        check_same_repository(main)
         try:
             return main(argv)
         except KeyboardInterrupt:
@@ -179,6 +180,18 @@ def script(main=None, *, interrupted: str = INTERRUPTED):
         except OSError as err:
             fail(os_error_message(err), code=1)
     return wrapper
+
+
+def check_same_repository(main) -> None:
+    """When main's file is the script being run, stop if it lies outside REPO_ROOT, the copy
+    of the repository that `provided` was imported from. That happens with a virtual
+    environment set up (`pip install -e .`) in another clone: the script would read and
+    write that other clone's data and results."""
+    script_file = Path(inspect.getfile(main)).resolve()
+    if Path(sys.argv[0]).resolve() == script_file and REPO_ROOT not in script_file.parents:
+        fail(f"{script_file} would run with the code, data and results of another copy of "
+             f"this repository, {REPO_ROOT}, where its virtual environment was set up; run "
+             "`pip install -e .` in this script's copy, or use an environment of its own")
 
 
 def os_error_message(err: OSError) -> str:

@@ -117,3 +117,24 @@ def test_a_bad_flag_on_the_real_command_line(tmp_path, script_env, one_line):
                             env=script_env, capture_output=True, text=True, timeout=120)
     assert result.returncode != 0
     one_line(result.stderr, "nothing to draw", "problem1.train")
+
+
+def test_a_script_of_another_copy_stops_before_touching_this_one(tmp_path, script_env,
+                                                                  one_line):
+    """A script file outside the repository that `provided` comes from (a clone run with a
+    virtual environment set up in another clone) stops in one line instead of reading and
+    writing the other clone's files; main() called from elsewhere (here, pytest) runs."""
+    other_copy = tmp_path.resolve() / "other_clone" / "problem1"
+    other_copy.mkdir(parents=True)
+    (other_copy / "train.py").write_text(
+        "from provided.common import script\n\n"
+        "@script\ndef main(argv=None):\n    print('ran')\n    return 0\n\n"
+        "if __name__ == '__main__':\n    raise SystemExit(main())\n")
+    result = subprocess.run([sys.executable, str(other_copy / "train.py")], cwd=other_copy,
+                            env=script_env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2 and "ran" not in result.stdout
+    one_line(result.stderr, str(other_copy / "train.py"), str(REPO), "pip install -e .")
+    namespace = {}
+    exec(compile((other_copy / "train.py").read_text(), str(other_copy / "train.py"), "exec"),
+         namespace)
+    assert namespace["main"]() == 0
