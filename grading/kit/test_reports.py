@@ -80,9 +80,11 @@ def p1_quotes() -> list[str]:
         set(on_val[run][j]["removed"]) == set(metrics["pruning"][run][j]["removed"])
         for run in on_val for j in range(k, 25)))
     best_on_val = max(p["test_exact_match"] for p in on_val["forward_n4000"])
+    full = metrics["pruning"]["forward_n4000"][0]["test_exact_match"]
     return [
         f"the same curve from {same_from} heads left down",
-        f"(up to {fmt(best_on_val)}, {round((best_on_val - 0.992) * 2000)} more correct sums)",
+        f"above the full forward model's {fmt(full)}",
+        f"(up to {fmt(best_on_val)}, {round((best_on_val - full) * 2000)} more correct sums)",
         f"dec1.cross.h3 puts {fmt(s3[2] + s3[6], 3)} on a0 + b0 (a0 {fmt(s3[2], 3)}, "
         f"b0 {fmt(s3[6], 3)};",
         f"removing it alone lowers test exact match to "
