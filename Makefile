@@ -133,7 +133,7 @@ clean-results:
 # logs exist (order-only: Problems 1 and 2 evaluate from the weights, which are not
 # committed).
 SEEDS := 1 2 3 4
-P3_SEED_CELLS := post_lr0.01_w0 post_lr0.03_w500 pre_lr0.03_w0 post_lr0.001_w0
+P3_SEED_CELLS := $(P3_SWEEP:%_s1500=%)
 seed_of = $(patsubst seed%,%,$(word 1,$(subst /, ,$(1))))
 run_of = $(patsubst training_log_%,%,$(word 2,$(subst /, ,$(1))))
 
@@ -146,6 +146,10 @@ seed_logs = $(foreach s,$(SEEDS),$(foreach r,$(2),$(1)/seeds/seed$(s)/training_l
 P1_SEED_LOGS := $(call seed_logs,$(P1),$(P1_RUNS))
 P2_SEED_LOGS := $(call seed_logs,$(P2),$(P2_RUNS))
 P3_SEED_LOGS := $(call seed_logs,$(P3),$(P3_SEED_CELLS:%=%_s1500))
+# cell by cell (seeds 1-4 of one cell, then the next), so that an unfinished pass leaves whole
+# cells of five seeds rather than whole seeds of some cells
+P3_SEED_LOGS_BY_CELL := $(foreach c,$(P3_SEED_CELLS),$(foreach s,$(SEEDS),\
+                        $(P3)/seeds/seed$(s)/training_log_$(c)_s1500.json))
 
 seeds-problem1: $(SEEDS:%=$(P1)/seeds/seed%/metrics.json)
 $(P1_SEED_LOGS): $(P1)/seeds/%.json: | data/addition/train.csv
@@ -162,7 +166,7 @@ $(P2_SEED_LOGS): $(P2)/seeds/%.json: | data/offset/train.npy
 $(P2)/seeds/seed%/metrics.json: | $(foreach r,$(P2_RUNS),$(P2)/seeds/seed%/training_log_$(r).json)
 	$(RUN) -m problem2.evaluate --results_dir $(@D) $(COMMON)
 
-seeds-problem3: $(SEEDS:%=$(P3)/seeds/seed%/metrics.json)
+seeds-problem3: $(P3_SEED_LOGS_BY_CELL) $(SEEDS:%=$(P3)/seeds/seed%/metrics.json)
 $(P3_SEED_LOGS): $(P3)/seeds/%_s1500.json: | data/smiles/train.txt
 	$(RUN) -m problem3.train $(shell echo $(call run_of,$*) | sed -E \
 	  's/^(pre|post)_lr([0-9.e-]+)_w([0-9]+)$$/--norm \1 --lr \2 --warmup \3/') \
@@ -193,10 +197,10 @@ bands:
 	$(PY) -m tools.report_tables
 
 handout:
-	rm -rf $(HANDOUT) && $(PY) -m provided.handout $(HANDOUT)
+	rm -rf $(HANDOUT) && $(PY) -m grading.handout $(HANDOUT)
 
 autograder:
-	$(PY) -m provided.grade --autograder $(AUTOGRADER)
+	$(PY) -m grading.grade --autograder $(AUTOGRADER)
 
 # the grading kit's acceptance: reference, filled handouts and single parts grade as they should
 grade-check:

@@ -17,9 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from provided import grade
-from provided.common import REPO_ROOT
-from provided.handout import (
+from grading import grade
+from grading.handout import (
     definitions,
     make_handout,
     region_functions,
@@ -27,9 +26,10 @@ from provided.handout import (
     splice,
     strip_solutions,
 )
+from provided.common import REPO_ROOT
 
 pytestmark = pytest.mark.kit
-RUBRIC = grade.load_rubric()
+RUBRIC = grade.RUBRIC
 
 TARGET = '''"""Doc."""
 
@@ -197,42 +197,91 @@ def _fill(handout: Path, out: Path, donor_repo: Path, files: list[str]) -> Path:
     return out
 
 
+def _grade_cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "grading.grade", *map(str, args)],
+                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
+
+
 def test_one_part_graded_alone(handout, tmp_path):
     """Filled with the reference dataset of Problem 1 only, the handout earns all of p1a and
-    nothing of p2a; the empty handout earns nothing."""
+    nothing of p2a; results.json is Gradescope's format; the visible table shows only the
+    public tests' points."""
     filled = _fill(handout, tmp_path / "filled", REPO_ROOT, ["problem1/dataset.py"])
-    result = grade.grade(filled, ["p1a", "p2a"], jobs=2)
+    out = tmp_path / "results.json"
+    done = _grade_cli(filled, "--parts", "p1a", "p2a", "--out", out)
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads(out.read_text())
     by_part = {part: sum(t["score"] for t in result["tests"] if part in t["tags"])
                for part in ("p1a", "p2a")}
     assert by_part == {"p1a": pytest.approx(RUBRIC.PARTS["p1a"][3]), "p2a": 0.0}
     assert {"name", "score", "max_score", "visibility", "output"} <= set(result["tests"][0])
     assert any(t["visibility"] == "after_published" for t in result["tests"])  # hidden
-    assert result["max_score"] == pytest.approx(RUBRIC.PARTS["p1a"][3] + RUBRIC.PARTS["p2a"][3])
+    code = [t for t in result["tests"] if t["tags"][0] in ("p1a", "p2a")]
+    assert sum(t["max_score"] for t in code) == pytest.approx(
+        RUBRIC.PARTS["p1a"][3] + RUBRIC.PARTS["p2a"][3])
+    public = sum(t["max_score"] for t in code
+                 if "p1a" in t["tags"] and t["visibility"] == "visible")
+    assert re.search(rf"A Addition dataset \(public tests\)\s+{public:.2f}\s+{public:.2f}\n",
+                     result["output"]), result["output"]
+    assert "Hidden tests worth" in result["output"]
+    assert re.search(r"problem2\s+A Offset dataset \(public tests\)\s+0\.00", done.stdout)
 
 
-def test_a_folder_of_submissions_gives_one_csv(handout, tmp_path, capsys):
+def test_every_submission_has_the_same_maximum(handout, tmp_path):
+    """No problem folder, no results, a broken metrics.json: the maximum stays the same,
+    and each missing piece is a 0-point entry that says what is missing."""
+    nothing = tmp_path / "nothing"
+    nothing.mkdir()
+    (nothing / "notes.txt").write_text("hello")
+    broken = _fill(handout, tmp_path / "broken", REPO_ROOT, [])
+    (broken / "problem2" / "results").mkdir(parents=True, exist_ok=True)
+    (broken / "problem2" / "results" / "metrics.json").write_text(
+        '{"none": {"in_range": "high", "beyond": [1], "beyond_buckets": "x"}}')
+    maxima = {}
+    for folder in (nothing, broken, REPO_ROOT):
+        out = tmp_path / f"{folder.name}.json"
+        done = _grade_cli(folder, "--parts", "p2a", "--out", out)
+        assert done.returncode == 0, done.stderr[-2000:]
+        result = json.loads(out.read_text())
+        maxima[folder.name] = round(sum(t["max_score"] for t in result["tests"]), 6)
+        if folder is nothing:
+            assert "no problem1/, problem2/ or problem3/" in result["output"]
+            assert all(t["score"] == 0 and t["output"] for t in result["tests"])
+        if folder is broken:
+            entries = [t for t in result["tests"] if t["tags"] == ["problem2-results"]]
+            assert entries and all(t["score"] == 0 for t in entries)
+            assert sum(t["max_score"] for t in entries) == pytest.approx(RUBRIC.RESULTS["problem2"])
+    assert len(set(maxima.values())) == 1, maxima
+
+
+def test_a_folder_of_submissions_gives_one_csv(handout, tmp_path):
     folder = tmp_path / "submissions"
     folder.mkdir()
     shutil.copytree(handout, folder / "empty")
     _fill(handout, folder / "dataset_done", REPO_ROOT, ["problem1/dataset.py"])
     (folder / "not_a_repo").mkdir()
-    assert grade.main([str(folder), "--csv", str(tmp_path / "scores.csv"),
-                       "--parts", "p1a"]) == 0
+    done = _grade_cli(folder, "--csv", tmp_path / "scores.csv", "--parts", "p1a")
+    assert done.returncode == 0, done.stderr[-2000:]
     rows = list(csv.DictReader(open(tmp_path / "scores.csv")))
     assert [r["submission"] for r in rows] == ["dataset_done", "empty", "not_a_repo"]
     assert float(rows[0]["p1a"]) == pytest.approx(RUBRIC.PARTS["p1a"][3])
-    assert float(rows[1]["p1a"]) == 0.0
+    assert float(rows[1]["p1a"]) == 0.0 and float(rows[2]["p1a"]) == 0.0
+    assert len({r["max_score"] for r in rows}) == 1
 
 
-def test_results_json_and_exit_status(handout, tmp_path, capsys):
-    out = tmp_path / "results.json"
-    assert grade.main([str(handout), "--out", str(out), "--parts", "p2a"]) == 0
-    results = json.loads(out.read_text())
-    assert results["score"] == 0 and results["tests"]
-    table = capsys.readouterr().out
-    assert re.search(r"problem2\s+A Offset dataset\s+0\.00\s+3\.00", table), table
-    with pytest.raises(SystemExit):
-        grade.main([str(tmp_path / "nowhere"), "--out", str(out)])
+@pytest.mark.parametrize("args, message", [
+    (["nowhere"], "is not a folder"),
+    ([".", "--parts", "p9z"], "not parts of the rubric"),
+    ([".", "--out", "."], "is a folder"),
+    ([".", "--out", "no/such/folder/r.json"], "does not exist"),
+    ([".", "--deadline", "0"], "positive number"),
+    ([".", "--deadline", "nan"], "positive number"),
+    ([".", "--test-seconds", "-1"], "positive number"),
+])
+def test_bad_flags_are_one_line(args, message):
+    done = _grade_cli(*args)
+    assert done.returncode == 2 and message in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
 
 
 def test_band_limits():
@@ -251,14 +300,17 @@ def test_band_limits():
 
 
 def test_autograder_zip(tmp_path):
+    """Gradescope unpacks the zip into /autograder/source: the repository's files sit at
+    the zip's root, beside setup.sh and run_autograder."""
     path = tmp_path / "autograder.zip"
     grade.build_autograder(path)
     names = zipfile.ZipFile(path).namelist()
-    assert "setup.sh" in names and "run_autograder" in names
-    assert "source/provided/grade.py" in names and "source/grading/rubric.py" in names
-    assert any(n.startswith("source/grading/hidden/") for n in names)
+    assert {"setup.sh", "run_autograder", "requirements.txt", "pyproject.toml",
+            "grading/grade.py", "grading/rubric.py", "provided/common.py"} <= set(names)
+    assert any(n.startswith("grading/hidden/") for n in names)
+    assert not any(n.startswith("source/") for n in names)
     assert not any("/results/" in n and not n.endswith("reference_bands.json") for n in names)
-    assert not any(n.startswith("source/data/") or n.endswith(".pth") for n in names)
+    assert not any(n.startswith("data/") or n.endswith(".pth") for n in names)
 
 
 def test_strip_then_fill_with_the_reference_gives_the_reference_functions():
@@ -271,7 +323,7 @@ def test_strip_then_fill_with_the_reference_gives_the_reference_functions():
 
 
 def test_the_reference_results_lie_inside_their_own_bands():
-    entries = grade.grade_results(REPO_ROOT, RUBRIC)
+    entries = grade.grade_results(grade.Kit({}, {}, grade.read_bands(), {}), REPO_ROOT)
     if not entries:
         pytest.skip("no reference_bands.json yet (make seeds)")
     outside = [e["name"] + ": " + e["output"] for e in entries if e["score"] < e["max_score"]]
@@ -279,9 +331,23 @@ def test_the_reference_results_lie_inside_their_own_bands():
 
 
 def test_a_helper_module_of_the_submission_comes_along(handout, tmp_path):
-    """A student's own module in a problem folder is copied into every part's tree."""
+    """A student's own module in a problem folder is copied into every part's tree; a
+    conftest.py or test file of the submission never is."""
     sub = _fill(handout, tmp_path / "sub", REPO_ROOT, [])
     (sub / "problem1" / "my_helpers.py").write_text("def half(x):\n    return x / 2\n")
-    tree = tmp_path / "tree"
-    grade.part_tree(handout, tree, sub, "p1a", RUBRIC.REGIONS)  # base: no such module
-    assert (tree / "problem1" / "my_helpers.py").read_text().startswith("def half")
+    (sub / "problem1" / "conftest.py").write_text("raise SystemExit\n")
+    (sub / "problem1" / "test_mine.py").write_text("def test_x():\n    pass\n")
+    kit = grade.Kit(grade.tree_files(), {}, {}, {})
+    files, reason = grade.part_files(kit, sub, "p1a")
+    assert reason == "" and files["problem1/my_helpers.py"].startswith(b"def half")
+    assert "problem1/conftest.py" not in files and "problem1/test_mine.py" not in files
+
+
+def test_a_file_that_does_not_compile_is_named_with_its_line(handout, tmp_path):
+    sub = _fill(handout, tmp_path / "sub", REPO_ROOT, [])
+    path = sub / "problem1" / "attention.py"
+    path.write_text(path.read_text() + "\ndef broken(:\n")
+    kit = grade.Kit(grade.tree_files(), {}, {}, {})
+    _, reason = grade.part_files(kit, sub, "p1b")
+    lines = len(path.read_text().splitlines())
+    assert reason.startswith(f"problem1/attention.py, line {lines}:"), reason

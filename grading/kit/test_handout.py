@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from provided.handout import make_handout, strip_solutions
+from grading.handout import make_handout, strip_solutions
 
 pytestmark = [pytest.mark.kit, pytest.mark.timeout(600)]
 

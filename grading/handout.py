@@ -1,19 +1,19 @@
 """Make the student handout: this repository with every solution region removed.
 
-    python -m provided.handout OUT_DIR                  # the handout (also: make handout)
-    python -m provided.handout OUT_DIR --fill DIR       # ... with DIR's bodies filled in
+    python -m grading.handout OUT_DIR                  # the handout (also: make handout)
+    python -m grading.handout OUT_DIR --fill DIR       # ... with DIR's bodies filled in
 
 Instructors only: the handout leaves this file out. Every body the students write sits
 between a `# BEGIN SOLUTION` line and an `# END SOLUTION` line (nbgrader's convention),
 inside the function or method it implements. The handout replaces each region, markers
 included, with `raise NotImplementedError`, removes the imports that only the regions
 used, and leaves out what is for instructors only: grading/, tools/, this file and
-provided/grade.py, the reports and results (each problem gets a REPORT.md template
+the reports and results (each problem gets a REPORT.md template
 instead), and the instructors' README, which grading/handout/README.md replaces.
 
 `--fill DIR` then puts the functions of DIR/problemN/*.py (alternative bodies, or a
 student's files) in place of the stripped ones: the way to check that a solution written
-differently from the reference passes. `splice` does that work, and provided/grade.py uses
+differently from the reference passes. `splice` does that work, and grading/grade.py uses
 it to grade one part at a time.
 """
 
@@ -24,13 +24,13 @@ import subprocess
 import sys
 from pathlib import Path
 
-from provided.common import REPO_ROOT, ArgumentParser, fail
+from provided.common import REPO_ROOT, ArgumentParser, fail, script
 
 BEGIN = re.compile(r"^(\s*)# BEGIN SOLUTION\s*$")
 END = re.compile(r"^\s*# END SOLUTION\s*$")
 # Instructors only: never copied into the handout.
 EXCLUDED = re.compile(r"^(grading/|tools/|\.ci/|INSTRUCTORS\.md$|README\.md$|"
-                      r"provided/(handout|grade)\.py$|problem\d/(results/|REPORT\.md$))")
+                      r"problem\d/(results/|REPORT\.md$))")
 HANDOUT_FILES = REPO_ROOT / "grading" / "handout"  # README.md and problemN/REPORT.md
 MAKEFILE_INSTRUCTORS = re.compile(r"^# BEGIN INSTRUCTORS\n.*?^# END INSTRUCTORS\n",
                                   re.M | re.S)
@@ -232,6 +232,7 @@ def fill_regions(out_dir: Path, fill: Path) -> None:
             target.write_text(splice(target.read_text(), donor.read_text(), names))
 
 
+@script
 def main(argv=None) -> int:
     parser = ArgumentParser(__doc__)
     parser.add_argument("out_dir", type=Path)

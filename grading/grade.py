@@ -1,0 +1,673 @@
+"""Grade a submission, or a folder of them, part by part; or build the Gradescope autograder.
+
+    python -m grading.grade SUBMISSION_DIR --out results.json     # one submission
+    python -m grading.grade SUBMISSIONS_DIR --csv scores.csv      # a folder of submissions
+    python -m grading.grade --autograder build/autograder.zip      # make autograder
+
+Instructors only: the handout leaves grading/ out. The points are in grading/rubric.py.
+
+Everything the grader trusts (the rubric, the reference code, the public and hidden tests,
+the bands) is read before any submission code runs. Each part (p1a .. p3e) is graded on its
+own: a fresh tree holds the reference code with the submission's functions of that part in
+place of the reference's (grading.handout.splice), and a sealed worker (grading/sandbox.py)
+runs the part's tests there: first every part's public tests, then every part's hidden
+tests, each in a tree that holds only those tests. Every other part keeps the reference
+code, so one mistake costs points in one part only. A part's points are shared equally
+among its tests. Each problem's results/metrics.json is checked against
+problemN/results/reference_bands.json; a problem without one scores 0 there, saying so.
+
+Output: Gradescope's results.json (`score`, `tests[]` with `name`, `score`, `max_score`,
+`visibility`, `output`), written before grading starts and again after every part, so that
+it exists whatever happens; and a score table of the visible tests on stdout. The exit
+status is 0 whenever the submission could be graded, whatever its score.
+"""
+
+import csv
+import json
+import math
+import os
+import queue
+import shutil
+import tempfile
+import time
+import zipfile
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from grading import rubric as RUBRIC
+from grading.handout import region_functions, splice
+from grading.sandbox import (
+    MAX_OUTPUT,
+    Sandbox,
+    make_tree,
+    preload,
+    remove_tree,
+    run_tests,
+    sandbox_user,
+)
+from provided.common import REPO_ROOT, ArgumentParser, fail, script, write_json
+from tools import bands as bands_tool
+
+HIDDEN_DIR = "grading/hidden"
+# the repository files a run tree holds (besides its tests): code, fixtures, configuration
+TREE_FILES = ("conftest.py", "pyproject.toml", "provided/**/*.py", "problem*/*.py",
+              "problem1/position_table.pt", "tests/*.py", "tests/fixtures/*")
+SUBMISSION_LIMIT_BYTES = 200 * 2**20
+SUBMISSION_FILE_BYTES = 20 * 2**20
+DEADLINE_S = 540  # Gradescope stops an autograder at 10 minutes, with no feedback at all
+TEST_CPU_S = 20  # one test's limit at one full core (the slowest reference test: 3.5 s)
+RUN_TESTS = 3  # a run may take as long as this many tests at their limit
+GRADER_BYTES = 500 * 2**20  # the grader's own resident memory, measured: about 470 MiB
+WORKER_BYTES = 300 * 2**20  # a worker's own pages on top of the grader's, with room to spare
+TOO_LATE = "not graded: the grading time limit was reached"
+STOPPED = "not graded: the grader stopped before this test ran (time limit?)"
+
+
+# ------------------------------------------------------------------------------- the kit
+@dataclass(frozen=True)
+class Kit:
+    """What grading trusts, read before any submission code runs."""
+    files: dict  # relative path -> bytes: code, public tests, fixtures, configuration
+    hidden: dict  # part -> {relative path: bytes}
+    bands: dict  # problem -> reference_bands.json
+    tests: dict  # part -> {"visible": [node ids], "hidden": [node ids]}
+
+
+def read_kit(parts: list[str]) -> Kit:
+    files = tree_files()
+    hidden = {part: {f"{HIDDEN_DIR}/{path.name}": path.read_bytes()
+                     for path in sorted((REPO_ROOT / HIDDEN_DIR).glob(f"test_hidden_{part}.py"))}
+              for part in RUBRIC.PARTS}
+    return Kit(files, hidden, read_bands(), collect_tests(files, hidden, parts))
+
+
+def tree_files() -> dict:
+    """{relative path: bytes} of the repository files every run tree holds."""
+    return {path.relative_to(REPO_ROOT).as_posix(): path.read_bytes()
+            for pattern in TREE_FILES for path in sorted(REPO_ROOT.glob(pattern))
+            if path.is_file() and "__pycache__" not in path.parts}
+
+
+def read_bands() -> dict:
+    """{problem: its reference_bands.json} for every problem that has one."""
+    bands = {}
+    for problem in RUBRIC.RESULTS:
+        path = REPO_ROOT / problem / "results" / "reference_bands.json"
+        if path.exists():
+            bands[problem] = json.loads(path.read_text())
+    return bands
+
+
+def collect_tests(files: dict, hidden: dict, parts: list[str]) -> dict:
+    """{part: {"visible": ids, "hidden": ids}}: each part's tests, collected (by marker)
+    in a reference tree that is run like any submission's."""
+    tests = {}
+    with tempfile.TemporaryDirectory(prefix="grade_collect_") as scratch:
+        tree = Path(scratch)
+        all_hidden = {name: data for part in parts for name, data in hidden[part].items()}
+        make_tree(tree, {**files, **all_hidden}, Sandbox())
+        ids = _collect_ids(tree)
+    for part in parts:
+        mine = [node for node, marks in ids.items() if part in marks]
+        tests[part] = {"visible": [n for n in mine if not n.startswith(HIDDEN_DIR)],
+                       "hidden": [n for n in mine if n.startswith(HIDDEN_DIR)]}
+        if not mine:
+            raise RuntimeError(f"no tests collected for {part}")
+    return tests
+
+
+def _collect_ids(tree: Path) -> dict:
+    """{node id: [marker names]} of every test in tree, collected in a forked process."""
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.close(read_fd)
+            os.chdir(tree)
+            import sys
+
+            import pytest
+
+            sys.path.insert(0, str(tree))
+
+            class Collector:
+                def pytest_collection_finish(self, session):
+                    found = {item.nodeid: [m.name for m in item.iter_markers()]
+                             for item in session.items}
+                    with os.fdopen(write_fd, "w") as out:
+                        json.dump(found, out)
+            null = os.open(os.devnull, os.O_RDWR)
+            os.dup2(null, 1)
+            pytest.main(["--collect-only", "-q", "-p", "no:cacheprovider", "tests",
+                         HIDDEN_DIR], plugins=[Collector()])
+        finally:
+            os._exit(0)
+    os.close(write_fd)
+    with os.fdopen(read_fd) as source:
+        text = source.read()
+    os.waitpid(pid, 0)
+    if not text:
+        raise RuntimeError("the reference tests could not be collected")
+    return json.loads(text)
+
+
+# -------------------------------------------------------------------- the submission
+def copy_submission(source: Path, out: Path) -> None:
+    """The submission's regular files (no links, nothing over the size limits) under out:
+    everything the grader reads of a submission comes from this copy."""
+    total = 0
+    for folder, dirs, names in os.walk(source, followlinks=False):
+        dirs[:] = [d for d in dirs if not d.startswith(".") and d != "__pycache__"]
+        for name in names:
+            path = Path(folder) / name
+            if path.is_symlink() or not path.is_file() or path.suffix == ".pth":
+                continue
+            size = path.stat().st_size
+            if size > SUBMISSION_FILE_BYTES or total + size > SUBMISSION_LIMIT_BYTES:
+                continue
+            total += size
+            target = out / path.relative_to(source)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(path, target)
+
+
+def find_root(submission: Path) -> Path | None:
+    """The folder of a submission that holds problem1/, problem2/ or problem3/ (Gradescope
+    may unpack a repository one level down)."""
+    for folder in [submission, *sorted(p for p in submission.iterdir() if p.is_dir())]:
+        if any((folder / f"problem{n}").is_dir() for n in (1, 2, 3)):
+            return folder
+    return None
+
+
+def part_files(kit: Kit, root: Path | None, part: str) -> tuple[dict, str]:
+    """(the run tree's code files for part, a reason the part cannot run or ""): the
+    reference files with the submission's functions of part spliced in, plus any module of
+    its own the submission added to a problem folder (a helper file)."""
+    files = dict(kit.files)
+    problem = RUBRIC.PARTS[part][0]
+    if root is None or not (root / problem).is_dir():
+        return files, f"your submission has no {problem}/ folder"
+    for added in sorted((root / problem).glob("*.py")):
+        name = f"{problem}/{added.name}"
+        if name not in files and added.stem.isidentifier() and not (
+                added.name == "conftest.py" or added.name.startswith("test_")):
+            files[name] = added.read_bytes()
+    for name, functions in RUBRIC.REGIONS.items():
+        mine = [f for f, p in functions.items() if p == part]
+        if not mine:
+            continue
+        submitted = root / name
+        if not submitted.is_file():
+            return files, f"your submission has no {name}"
+        try:
+            student = submitted.read_text()
+            compile(student, name, "exec")
+        except SyntaxError as err:
+            return files, f"{name}, line {err.lineno}: {err.msg} (the file does not compile)"
+        except (UnicodeDecodeError, ValueError) as err:
+            return files, f"{name} cannot be read as Python source: {err}"
+        reference = kit.files[name].decode()
+        others = [f for f in region_functions(reference) if f not in mine]
+        files[name] = splice(student, reference, others).encode()
+    return files, ""
+
+
+# --------------------------------------------------------------------------- grading
+@dataclass
+class Budget:
+    """The time grading may take: a deadline for everything and a limit per test."""
+    deadline: float  # time.monotonic() after which nothing more is run
+    test_seconds: float
+
+    def left(self) -> float:
+        return self.deadline - time.monotonic()
+
+
+def grade_part(kit: Kit, root: Path | None, part: str, which: str, scratch: Path,
+               sandbox: Sandbox, budget: Budget) -> list[dict]:
+    """The test entries of one part's public ("visible") or hidden tests."""
+    files, reason = part_files(kit, root, part)
+    if reason or budget.left() <= 0:
+        return part_entries(kit, part, which, {}, reason or TOO_LATE)
+    tree = scratch / f"{part}-{which}"
+    make_tree(tree, {**files, **(kit.hidden[part] if which == "hidden" else {})}, sandbox)
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tree),
+           "TMPDIR": str(tree / "tmp"), "MPLBACKEND": "Agg", "MPLCONFIGDIR": str(tree / "tmp"),
+           "OMP_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1", "LANG": "C.UTF-8"}
+    run_seconds = RUN_TESTS * budget.test_seconds
+    too_late = (TOO_LATE if budget.left() <= run_seconds else
+                f"not graded: this part's tests ran over their time limit of {run_seconds:.0f} s")
+    try:
+        run_deadline = min(budget.deadline, time.monotonic() + run_seconds)
+        result = run_tests(tree, kit.tests[part][which], sandbox, env, str(REPO_ROOT),
+                           budget.test_seconds, run_deadline, too_late)
+    finally:
+        remove_tree(tree)
+    return part_entries(kit, part, which, result.outcomes, result.unreached)
+
+
+def part_entries(kit: Kit, part: str, which: str, outcomes: dict, reason: str) -> list[dict]:
+    """Gradescope test entries of a part's public ("visible") or hidden tests, from
+    {node id: (passed, output)}; a test without an outcome scores 0 with reason."""
+    problem, letter, _, points = RUBRIC.PARTS[part]
+    nodes = kit.tests[part][which]
+    share = points / sum(map(len, kit.tests[part].values()))  # public and hidden alike
+    hidden = which == "hidden"
+    entries = []
+    for node in nodes:
+        passed, output = outcomes.get(node, (False, reason))
+        entries.append({
+            "name": f"{problem} {letter} ({part}): {node.split('::', 1)[1]}"
+                    + (" [hidden]" if hidden else ""),
+            "score": share if passed else 0.0, "max_score": share,
+            "visibility": "after_published" if hidden else "visible",
+            "output": "" if passed else output[:MAX_OUTPUT], "tags": [part]})
+    return entries
+
+
+def grade_results(kit: Kit, root: Path | None) -> list[dict]:
+    """Each problem's headline numbers against the reference bands: one entry per graded
+    quantity, or one 0-point entry saying why a problem's results could not be checked."""
+    entries = []
+    for problem, points in RUBRIC.RESULTS.items():
+        bands = kit.bands.get(problem)
+        if bands is None:
+            continue
+        checks = [(run, q, band) for run, quantities in bands.items()
+                  for q, band in quantities.items() if band.get("graded", True)]
+        tag = f"{problem}-results"
+        folder = root / problem / "results" if root is not None else None
+        try:
+            if folder is None or not (folder / "metrics.json").is_file():
+                raise FileNotFoundError(f"your submission has no {problem}/results/metrics.json")
+            submitted = bands_tool.QUANTITIES[problem](folder)
+            if not isinstance(submitted, dict):
+                raise TypeError("metrics.json is not an object")
+        except Exception as err:  # any malformed submission file
+            message = str(err) if isinstance(err, FileNotFoundError) and not err.filename \
+                else f"could not read {problem}/results: {type(err).__name__}: {err}"[:500]
+            entries.append({"name": f"{problem} results", "score": 0.0, "max_score": points,
+                            "visibility": "visible", "tags": [tag], "output": message})
+            continue
+        for run, quantity, band in checks:
+            entry = submitted.get(run)
+            value = entry.get(quantity) if isinstance(entry, dict) else None
+            inside, accepted = in_band(value, band)
+            entries.append({
+                "name": f"{problem} results: {run} {quantity}",
+                "score": points / len(checks) if inside else 0.0,
+                "max_score": points / len(checks), "visibility": "visible", "tags": [tag],
+                "output": f"yours {_shown(value)}; reference: {accepted}"})
+    return entries
+
+
+def _shown(value) -> str:
+    return repr(value)[:40] if not isinstance(value, float) else f"{value:.6g}"
+
+
+def in_band(value, band: dict) -> tuple[bool, str]:
+    """(whether value is accepted, the band in words). None (e.g. steps_to_95 never reached)
+    is accepted when some reference seed had None too; anything not a finite number is not
+    accepted otherwise."""
+    missing = band.get("missing", [])
+    words = f"{band['n_seeds'] + len(missing)} seeds"
+    if missing:
+        words += f", {len(missing)} of them without a value (e.g. never reached)"
+    if not band["n_seeds"]:
+        return value is None, words
+    low, high = band_limits(band)
+    words += (f"; mean {band['mean']:.4g}, sd {band['sd'] or 0:.2g}, range "
+              f"[{band['min']:.4g}, {band['max']:.4g}]; accepted [{low:.4g}, {high:.4g}]")
+    if value is None:
+        return bool(missing), words
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return False, words + " (yours is not a number)"
+    return low <= value <= high, words
+
+
+def band_limits(band: dict) -> tuple[float, float]:
+    """The accepted interval: the seeds' range widened by two standard deviations (and by
+    1% of the mean's scale, so that a band of identical seeds still admits rounding)."""
+    widen = 2 * (band["sd"] or 0.0) + 0.01 * max(abs(band["mean"]), 1e-3)
+    return band["min"] - widen, band["max"] + widen
+
+
+# --------------------------------------------------------------------------- output
+def summary(entries: list[dict]) -> str:
+    """The score table of the visible tests: one row per part and per problem's results,
+    then the totals, and one line on the hidden tests (their points are not shown)."""
+    visible = [e for e in entries if e["visibility"] == "visible"]
+    rows, totals = [], {}
+    for part, (problem, letter, title, _) in RUBRIC.PARTS.items():
+        mine = [e for e in visible if part in e["tags"]]
+        if mine:
+            rows.append((problem, f"{letter} {title} (public tests)", _sum(mine, "score"),
+                         _sum(mine, "max_score")))
+    for problem in RUBRIC.RESULTS:
+        mine = [e for e in visible if f"{problem}-results" in e["tags"]]
+        if mine:
+            rows.append((problem, "results within the reference bands", _sum(mine, "score"),
+                         _sum(mine, "max_score")))
+    lines = [f"{'problem':<10} {'part':<58} {'score':>6} {'max':>6}"]
+    for problem, part, score, maximum in rows:
+        lines.append(f"{problem:<10} {part:<58} {score:6.2f} {maximum:6.2f}")
+        totals.setdefault(problem, [0.0, 0.0])
+        totals[problem][0] += score
+        totals[problem][1] += maximum
+    for problem, (score, maximum) in totals.items():
+        lines.append(f"{problem:<10} {'total of the visible tests':<58} {score:6.2f} "
+                     f"{maximum:6.2f}")
+    hidden = _sum([e for e in entries if e["visibility"] != "visible"], "max_score")
+    lines.append(f"{'all':<10} {'visible tests':<58} {_sum(visible, 'score'):6.2f} "
+                 f"{_sum(visible, 'max_score'):6.2f}")
+    if hidden:
+        lines.append(f"Hidden tests worth {hidden:.2f} more points are graded too; their "
+                     "results are shown when the grades are published.")
+    notes = sorted({e["output"].splitlines()[0] for e in entries if e["visibility"] == "visible"
+                    and e["output"].startswith(("not graded", "your submission has no"))})
+    return "\n".join(lines + notes)
+
+
+def _sum(entries: list[dict], key: str) -> float:
+    return round(sum(e[key] for e in entries), 4)
+
+
+def results_json(entries: list[dict], start: float, note: str = "") -> dict:
+    output = summary(entries) + (f"\n{note}" if note else "")
+    return {"score": _sum(entries, "score"), "execution_time": round(time.monotonic() - start),
+            "output": output, "visibility": "visible", "stdout_visibility": "hidden",
+            "tests": entries}
+
+
+def grade(submission: Path, kit: Kit, parts: list[str], out: Path | None,
+          sandboxes: list[Sandbox], budget: Budget) -> dict:
+    """Gradescope's results.json for one submission folder, written to out (if given)
+    before grading and after every part, so that a stopped grader still leaves one. Parts
+    run side by side, one per sandbox user."""
+    start = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="grade_") as scratch:
+        scratch = Path(scratch)
+        scratch.chmod(0o711)
+        copy = scratch / "submission"
+        copy.mkdir(mode=0o700)
+        copy_submission(submission, copy)
+        root = find_root(copy)
+        graded = {(part, which): part_entries(kit, part, which, {}, STOPPED)
+                  for which in ("visible", "hidden") for part in parts}
+        results = grade_results(kit, root)
+        note = "" if root is not None else (
+            "Your submission holds no problem1/, problem2/ or problem3/ folder: nothing could "
+            "be graded. Submit the repository's folder (or its contents).")
+
+        def entries() -> list[dict]:
+            return [e for part in parts for which in ("visible", "hidden")
+                    for e in graded[(part, which)]] + results
+
+        def save() -> None:
+            if out is not None:
+                write_json(out, results_json(entries(), start, note))
+
+        free = queue.SimpleQueue()
+        for sandbox in sandboxes:
+            free.put(sandbox)
+
+        def one(part: str, which: str) -> list[dict]:
+            sandbox = free.get()
+            try:
+                return grade_part(kit, root, part, which, scratch, sandbox, budget)
+            finally:
+                free.put(sandbox)
+        save()
+        with ThreadPoolExecutor(max_workers=len(sandboxes)) as pool:
+            for which in ("visible", "hidden"):  # every public run before any hidden one
+                runs = {pool.submit(one, part, which): part for part in parts}
+                for done in as_completed(runs):
+                    graded[(runs[done], which)] = done.result()
+                    save()
+    return results_json(entries(), start, note)
+
+
+# ------------------------------------------------------------------------ autograder
+SETUP_SH = """#!/usr/bin/env bash
+# Gradescope runs this once when it builds the autograder image (Ubuntu, Python >= 3.10).
+# AUTOGRADER_ROOT is for the kit's own simulation of Gradescope; Gradescope leaves it unset.
+set -euo pipefail
+ROOT=${AUTOGRADER_ROOT:-/autograder}
+apt-get update && apt-get install -y python3 python3-pip python3-venv
+python3 -m venv "$ROOT/venv"
+. "$ROOT/venv/bin/activate"
+cd "$ROOT/source"
+pip install torch --index-url https://download.pytorch.org/whl/cpu
+pip install -r requirements.txt
+# the user submissions run as; the grading files are root's alone
+id -u hw-sandbox >/dev/null 2>&1 || useradd --system --no-create-home \\
+    --shell /usr/sbin/nologin hw-sandbox
+chmod 700 "$ROOT/source"
+"""
+
+RUN_AUTOGRADER = """#!/usr/bin/env bash
+# Gradescope runs this for every submission: the results land in /autograder/results.
+ROOT=${AUTOGRADER_ROOT:-/autograder}
+. "$ROOT/venv/bin/activate"
+cd "$ROOT/source"
+chmod 700 "$ROOT/source" "$ROOT/results" 2>/dev/null || true
+python -m grading.grade "$ROOT/submission" --out "$ROOT/results/results.json"
+if [ ! -s "$ROOT/results/results.json" ]; then  # the grader itself failed: say so, score 0
+  echo '{"score": 0, "tests": [], "output": "The autograder failed before it could grade' \
+       'this submission; please tell the course staff."}' > "$ROOT/results/results.json"
+fi
+"""
+
+AUTOGRADER_FILES = ("requirements.txt", "conftest.py", "pyproject.toml", "provided/**/*",
+                    "problem*/*.py", "problem1/position_table.pt", "problem*/results/"
+                    "reference_bands.json", "tests/**/*", "grading/*.py", "grading/hidden/*",
+                    "tools/__init__.py", "tools/bands.py")
+
+
+def autograder_files() -> list[str]:
+    """The repository files the autograder needs, relative to the root."""
+    names = {path.relative_to(REPO_ROOT).as_posix() for pattern in AUTOGRADER_FILES
+             for path in REPO_ROOT.glob(pattern)
+             if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc"}
+    return sorted(names)
+
+
+def build_autograder(path: Path) -> None:
+    """The zip Gradescope takes: setup.sh, run_autograder and the repository's grading
+    files, all at the zip's root (Gradescope unpacks it into /autograder/source)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name, text in (("setup.sh", SETUP_SH), ("run_autograder", RUN_AUTOGRADER)):
+            info = zipfile.ZipInfo(name)
+            info.external_attr = 0o755 << 16
+            archive.writestr(info, text)
+        for name in autograder_files():
+            archive.write(REPO_ROOT / name, name)
+    os.replace(tmp, path)
+
+
+# ------------------------------------------------------------------------ resources
+def cpu_quota() -> float:
+    """The CPUs this process may use: the cgroup's quota if it has one, else the cores
+    it may run on (a container reports the host's count in os.cpu_count())."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (
+        os.cpu_count() or 1)
+    for path, parse in (("/sys/fs/cgroup/cpu.max", _cgroup2_cpu),
+                        ("/sys/fs/cgroup/cpu/cpu.cfs_quota_us", _cgroup1_cpu)):
+        try:
+            quota = parse(Path(path))
+        except (OSError, ValueError, ZeroDivisionError):
+            continue
+        if quota:
+            return min(cores, quota)
+    return float(cores)
+
+
+def _cgroup2_cpu(path: Path) -> float | None:
+    quota, period = path.read_text().split()[:2]
+    return None if quota == "max" else int(quota) / int(period)
+
+
+def _cgroup1_cpu(path: Path) -> float | None:
+    quota = int(path.read_text())
+    period = int((path.parent / "cpu.cfs_period_us").read_text())
+    return None if quota <= 0 else quota / period
+
+
+def memory_limit() -> int:
+    """Bytes this process may use: the cgroup's limit if it has one, else the memory
+    available on the machine."""
+    for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        try:
+            text = Path(path).read_text().strip()
+        except OSError:
+            continue
+        if text.isdigit() and int(text) < 2**60:
+            return int(text)
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return GRADER_BYTES + WORKER_BYTES
+
+
+@contextmanager
+def hidden_from_sandbox(sandboxes: list[Sandbox]):
+    """While grading, the folders that hold hidden test text (grading/, .git, build/) are
+    closed to every user but their owner, if the sandbox user could otherwise read them."""
+    changed = []
+    if sandboxes[0].sealed:
+        for name in ("grading", ".git", "build"):
+            path = REPO_ROOT / name
+            if path.is_dir() and path.stat().st_mode & 0o077:
+                changed.append((path, path.stat().st_mode & 0o7777))
+                path.chmod(changed[-1][1] & 0o700)
+    try:
+        yield
+    finally:
+        for path, mode in changed:
+            path.chmod(mode)
+
+
+# ------------------------------------------------------------------------------- main
+def setup(parts: list[str], jobs: int | None = None) -> tuple[Kit, list[Sandbox], float]:
+    """(the kit, one sandbox user per job, one test's time limit in seconds): what grading
+    needs, ready before any submission code runs. jobs defaults to what the CPU quota and
+    the memory allow."""
+    jobs = jobs or default_jobs()
+    sandboxes = [sandbox_user() for _ in range(jobs)]
+    if not sandboxes[0].sealed:
+        print("note: not running as root, so submissions run as your own user, unsealed; "
+              "grade untrusted submissions as root or on Gradescope", flush=True)
+    preload()
+    return read_kit(parts), sandboxes, TEST_CPU_S / min(1.0, cpu_quota() / jobs)
+
+
+def default_jobs() -> int:
+    """Parts graded side by side: one per whole CPU of the quota, as far as the memory
+    allows (the grader's share, then WORKER_BYTES a job), at least one."""
+    by_memory = (memory_limit() - GRADER_BYTES) // WORKER_BYTES
+    return int(max(1, min(math.floor(cpu_quota()), by_memory)))
+
+
+def parse_args(argv=None):
+    parser = ArgumentParser(__doc__)
+    parser.add_argument("submission", type=Path, nargs="?",
+                        help="a submission's folder, or a folder of submission folders")
+    parser.add_argument("--out", type=Path, default=Path("results.json"),
+                        help="Gradescope results file of one submission (default %(default)s)")
+    parser.add_argument("--csv", type=Path, default=None,
+                        help="grade every submission folder inside SUBMISSION into this CSV")
+    parser.add_argument("--parts", nargs="+", default=None, help="only these parts, e.g. p1b")
+    parser.add_argument("--jobs", type=int, default=None,
+                        help="parts graded side by side (default: as many as the CPU quota "
+                             "and the memory allow, e.g. 1 in Gradescope's 0.5 vCPU)")
+    parser.add_argument("--deadline", type=float, default=DEADLINE_S,
+                        help="seconds for one submission; tests not reached by then score 0 "
+                             "(default %(default)s, inside Gradescope's 10 minutes)")
+    parser.add_argument("--test-seconds", type=float, default=None,
+                        help=f"one test's time limit (default {TEST_CPU_S} s at one full core, "
+                             "scaled to the container's CPU quota)")
+    parser.add_argument("--autograder", type=Path, default=None,
+                        help="write the Gradescope autograder zip here and stop")
+    return parser.parse_args(argv)
+
+
+def check_output_path(path: Path, flag: str) -> None:
+    if path.is_dir():
+        fail(f"{flag} {path} is a folder: give a file name, e.g. {path / 'results.json'}")
+    if not path.parent.is_dir():
+        fail(f"{flag} {path}: the folder {path.parent} does not exist")
+
+
+@script
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    if args.autograder is not None:
+        check_output_path(args.autograder, "--autograder")
+        build_autograder(args.autograder)
+        print(f"wrote {args.autograder}")
+        return 0
+    if args.submission is None or not args.submission.is_dir():
+        fail(f"{args.submission} is not a folder: give a submission's folder")
+    parts = args.parts or list(RUBRIC.PARTS)
+    unknown = [p for p in parts if p not in RUBRIC.PARTS]
+    if unknown:
+        fail(f"--parts {' '.join(unknown)}: not parts of the rubric ({' '.join(RUBRIC.PARTS)})")
+    if args.jobs is not None and args.jobs < 1:
+        fail(f"--jobs {args.jobs}: give 1 or more")
+    for flag, value in (("--deadline", args.deadline), ("--test-seconds", args.test_seconds)):
+        if value is not None and not (0 < value < math.inf):
+            fail(f"{flag} {value}: give a positive number of seconds")
+    output = args.csv if args.csv is not None else args.out
+    check_output_path(output, "--csv" if args.csv is not None else "--out")
+    start = time.monotonic()
+    kit, sandboxes, test_seconds = setup(parts, args.jobs)
+    test_seconds = args.test_seconds or test_seconds
+    with hidden_from_sandbox(sandboxes):
+        if args.csv is not None:
+            return grade_folder(args.submission, args.csv, kit, parts, sandboxes,
+                                args.deadline, test_seconds)
+        budget = Budget(start + args.deadline, test_seconds)
+        results = grade(args.submission, kit, parts, args.out, sandboxes, budget)
+    write_json(args.out, results)
+    print(results["output"])
+    print(f"wrote {args.out}")
+    return 0
+
+
+def grade_folder(folder: Path, csv_path: Path, kit: Kit, parts: list[str],
+                 sandboxes: list[Sandbox], deadline: float, test_seconds: float) -> int:
+    """One CSV row per submission folder inside folder: total and per-part scores (hidden
+    tests included: the CSV is the instructor's)."""
+    submissions = sorted(p for p in folder.iterdir() if p.is_dir())
+    columns = ["submission", "score", "max_score", *parts, "results"]
+    rows = []
+    for path in submissions:
+        budget = Budget(time.monotonic() + deadline, test_seconds)
+        results = grade(path, kit, parts, None, sandboxes, budget)
+        tests = results["tests"]
+        by_part = {part: _sum([t for t in tests if part in t["tags"]], "score") for part in parts}
+        rows.append({"submission": path.name, "score": results["score"],
+                     "max_score": _sum(tests, "max_score"), **by_part,
+                     "results": _sum([t for t in tests if t["tags"][0].endswith("-results")],
+                                     "score")})
+        print(f"{path.name}: {results['score']:.2f} / {rows[-1]['max_score']:.2f}", flush=True)
+    tmp = csv_path.with_name(csv_path.name + ".tmp")
+    with open(tmp, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=columns)
+        writer.writeheader()
+        writer.writerows(rows)
+    os.replace(tmp, csv_path)
+    print(f"wrote {csv_path}: {len(rows)} submissions")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

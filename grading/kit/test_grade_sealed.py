@@ -1,0 +1,319 @@
+"""The grader against hostile submissions: none may raise its score, show hidden test text
+in anything visible, change a file outside its scratch tree, change another submission's
+grade, or stop results.json from being written.
+
+Every attack is the empty handout (which scores 0) with code added to problem1/dataset.py:
+at module level (it runs when the tests import the module) or in AdditionDataset.__init__
+(it runs inside every test of part p1a). One grader process grades them all, part p1a only,
+with short time limits. Sealing needs root (the worker drops to the sandbox user); CI runs
+as root.
+"""
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from grading.handout import make_handout
+from provided.common import REPO_ROOT
+
+pytestmark = [pytest.mark.kit, pytest.mark.timeout(900),
+              pytest.mark.skipif(os.geteuid() != 0, reason="sealing needs root")]
+
+HIDDEN_LINE = "def test_every_item_by_hand"  # a line of grading/hidden/test_hidden_p1a.py
+# finds the grading repository from inside a worker, as a student would
+FIND_REPO = """
+import importlib.metadata, json, pathlib
+def _repo():
+    try:
+        url = json.loads(importlib.metadata.distribution("attention-homework")
+                         .read_text("direct_url.json"))["url"]
+        return pathlib.Path(url.removeprefix("file://"))
+    except Exception:
+        return pathlib.Path(%r)
+"""
+
+ATTACKS = {
+    # the outcome channel
+    "atexit_rewrites_outputs": ("module", """
+        import atexit, glob, json, os
+        def _forge():
+            fake = {"score": 999, "tests": []}
+            for path in [os.environ.get("GRADE_REPORT", ""), "/autograder/results/results.json",
+                         *glob.glob("/tmp/**/*.json", recursive=True)]:
+                try:
+                    open(path, "w").write(json.dumps(fake))
+                except Exception:
+                    pass
+        atexit.register(_forge)
+        """),
+    "forged_lines_on_every_fd": ("init", """
+        import json, os
+        for fd in range(3, 64):
+            for node in ["tests/test_problem1_dataset.py::test_forward_items"]:
+                line = json.dumps({"event": "end", "node": node, "outcome": "passed",
+                                   "output": ""}) + "\\n"
+                try:
+                    os.write(fd, line.encode())
+                except OSError:
+                    pass
+        raise NotImplementedError
+        """),
+    "own_conftest": ("files", {
+        "conftest.py": "import pytest\n@pytest.hookimpl(hookwrapper=True)\n"
+                       "def pytest_runtest_makereport(item, call):\n"
+                       "    outcome = yield\n    outcome.get_result().outcome = 'passed'\n",
+        "problem1/conftest.py": "import pytest\n@pytest.hookimpl(hookwrapper=True)\n"
+                                "def pytest_runtest_makereport(item, call):\n"
+                                "    outcome = yield\n"
+                                "    outcome.get_result().outcome = 'passed'\n"}),
+    "patches_pytest_reports": ("module", """
+        import _pytest.reports, _pytest.runner
+        _make = _pytest.reports.TestReport.from_item_and_call
+        def _always_pass(item, call):
+            report = _make(item, call)
+            report.outcome = "passed"
+            report.longrepr = None
+            return report
+        _pytest.reports.TestReport.from_item_and_call = staticmethod(_always_pass)
+        _pytest.runner.TestReport = _pytest.reports.TestReport
+        """),
+    "patches_torch_in_a_test": ("init", """
+        import torch
+        torch.equal = lambda *a, **k: True
+        torch.allclose = lambda *a, **k: True
+        raise NotImplementedError
+        """),
+    "os_exit_in_a_test": ("init", """
+        import os
+        os._exit(0)
+        """),
+    "keyboard_interrupt_in_a_test": ("init", """
+        raise KeyboardInterrupt
+        """),
+    "kills_its_parent": ("init", """
+        import os, signal
+        try:
+            os.kill(os.getppid(), signal.SIGKILL)
+        except OSError:
+            pass
+        raise NotImplementedError
+        """),
+    "forks_a_survivor": ("module", """
+        import os, time
+        if os.fork() == 0:
+            os.setsid()
+            if os.fork() == 0:
+                for _ in range(100):
+                    time.sleep(0.1)
+                    for fd in range(3, 64):
+                        try:
+                            os.write(fd, b'{"event": "end", "outcome": "passed"}\\n')
+                        except OSError:
+                            pass
+                os._exit(0)
+            os._exit(0)
+        """),
+    "endless_loop": ("init", """
+        while True:
+            pass
+        """),
+    # secrecy and the file system
+    "reads_hidden_tests": ("init", FIND_REPO + """
+        import glob
+        text = ""
+        for pattern in [str(_repo() / "grading/hidden/test_hidden_p1a.py"),
+                        "/autograder/source/grading/hidden/test_hidden_p1a.py",
+                        "/proc/*/cwd/grading/hidden/test_hidden_p1a.py",
+                        "/tmp/**/test_hidden_p1a.py"]:
+            for path in glob.glob(pattern, recursive=True):
+                try:
+                    text += open(path).read()
+                except OSError:
+                    pass
+        raise ValueError("LEAK " + text)
+        """),
+    "reads_proc": ("init", """
+        import glob
+        found = ""
+        for path in glob.glob("/proc/*/cmdline") + glob.glob("/proc/*/environ"):
+            try:
+                found += open(path, "rb").read().decode(errors="replace")
+            except OSError:
+                pass
+        for word in found.replace("\\0", " ").split():
+            if word.endswith(".json"):
+                try:
+                    open(word, "w").write('{"score": 999}')
+                except OSError:
+                    pass
+        raise NotImplementedError
+        """),
+    "widens_the_bands": ("module", FIND_REPO + """
+        for problem in ("problem1", "problem2", "problem3"):
+            path = _repo() / problem / "results" / "reference_bands.json"
+            try:
+                bands = json.loads(path.read_text())
+                for run in bands.values():
+                    for band in run.values():
+                        band["min"], band["max"] = -1e9, 1e9
+                path.write_text(json.dumps(bands))
+            except Exception:
+                pass
+        try:
+            (_repo() / "ATTACKED").write_text("x")
+        except Exception:
+            pass
+        """),
+    "deletes_everything_it_can": ("module", FIND_REPO + """
+        import shutil
+        for target in [pathlib.Path.cwd(), _repo() / "grading" / "hidden",
+                       pathlib.Path.cwd().parent]:
+            shutil.rmtree(target, ignore_errors=True)
+        """),
+    "leaves_a_trap_for_the_next": ("module", """
+        import os
+        for folder in ("/tmp", "/var/tmp", "/dev/shm"):
+            try:
+                with open(os.path.join(folder, "conftest.py"), "w") as f:
+                    f.write("raise SystemExit('trapped')\\n")
+            except OSError:
+                pass
+        """),
+}
+
+
+def _attack(handout: Path, out: Path, kind: str, code) -> None:
+    """The empty handout with code added to problem1/dataset.py (or with extra files)."""
+    import shutil
+
+    shutil.copytree(handout, out)
+    dataset = out / "problem1" / "dataset.py"
+    source = dataset.read_text()
+    if kind == "files":
+        for name, text in code.items():
+            (out / name).write_text(text)
+        return
+    code = textwrap.dedent(code % str(REPO_ROOT) if "%r" in code else code)
+    if kind == "module":
+        source += "\n" + code
+    else:
+        body = textwrap.indent(code.strip("\n"), " " * 8)
+        source = source.replace('        raise NotImplementedError("your solution here")',
+                                body, 1)
+    dataset.write_text(source)
+
+
+def _digest(root: Path) -> dict:
+    """{path: sha256} of the grading repository's files that a submission must not change."""
+    paths = [*root.glob("problem*/results/reference_bands.json"), *root.glob("grading/**/*.py"),
+             *root.glob("tests/*.py")]
+    return {str(p): hashlib.sha256(p.read_bytes()).hexdigest() for p in paths}
+
+
+DRIVER = """
+import json, sys, time
+from pathlib import Path
+from grading import grade
+folders = [Path(p) for p in sys.argv[2:]]
+kit, sandboxes, _ = grade.setup(["p1a"], jobs=1)
+results = {}
+with grade.hidden_from_sandbox(sandboxes):
+    for folder in folders:
+        budget = grade.Budget(time.monotonic() + 120, 3.0)
+        out = Path(sys.argv[1]) / (folder.name + ".json")
+        results[folder.name] = grade.grade(folder, kit, ["p1a"], out, sandboxes, budget)
+        results[folder.name]["written"] = json.loads(out.read_text())
+results["_uid"] = sandboxes[0].uid
+print(json.dumps(results))
+"""
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    """{submission name: results} of every attack, the empty handout and the reference,
+    graded in that order by one grader (the reference last: an attack that reached past
+    its own grading would show there)."""
+    base = tmp_path_factory.mktemp("attacks")
+    handout = base / "handout"
+    make_handout(handout)
+    folders = []
+    for name, (kind, code) in ATTACKS.items():
+        _attack(handout, base / name, kind, code)
+        folders.append(base / name)
+    folders += [handout, REPO_ROOT]
+    before = _digest(REPO_ROOT)
+    outputs = base / "outputs"
+    outputs.mkdir()
+    done = subprocess.run([sys.executable, "-c", DRIVER, str(outputs), *map(str, folders)],
+                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=800)
+    assert done.returncode == 0, done.stderr[-3000:]
+    results = json.loads(done.stdout.splitlines()[-1])
+    results["_changed"] = [p for p, h in _digest(REPO_ROOT).items() if before.get(p) != h]
+    results["_attacked"] = (REPO_ROOT / "ATTACKED").exists()
+    return results
+
+
+def _score(results: dict) -> float:
+    return sum(t["score"] for t in results["tests"] if t["tags"] == ["p1a"])
+
+
+@pytest.mark.parametrize("attack", list(ATTACKS))
+def test_an_attack_earns_nothing(graded, attack):
+    results = graded[attack]
+    assert _score(results) == 0, (
+        f"{attack} earned points: "
+        + str([t["name"] for t in results["tests"] if t["score"] and t["tags"] == ["p1a"]]))
+    assert results["written"]["score"] == results["score"], "results.json differs"
+
+
+def test_the_reference_and_the_empty_handout_after_the_attacks(graded):
+    """The reference, graded after every attack, earns all of p1a; the empty handout none."""
+    assert _score(graded[REPO_ROOT.name]) == pytest.approx(4.0)
+    assert _score(graded["handout"]) == 0
+
+
+@pytest.mark.parametrize("attack", list(ATTACKS))
+def test_no_hidden_text_in_anything_visible(graded, attack):
+    visible = [t for t in graded[attack]["tests"] if t["visibility"] == "visible"]
+    text = graded[attack]["output"] + "".join(t["output"] for t in visible)
+    assert HIDDEN_LINE not in text, f"{attack}: hidden test text in a visible output"
+
+
+def test_no_file_of_the_grading_repository_changed(graded):
+    assert graded["_changed"] == [] and not graded["_attacked"], graded["_changed"]
+
+
+def test_the_grader_names_what_went_wrong(graded):
+    outputs = {name: " ".join(t["output"] for t in graded[name]["tests"]
+                              if t["visibility"] == "visible")
+               for name in ("os_exit_in_a_test", "endless_loop", "patches_torch_in_a_test")}
+    assert "ended during this test" in outputs["os_exit_in_a_test"]
+    assert "time limit" in outputs["endless_loop"]
+    assert "changed torch" in outputs["patches_torch_in_a_test"]
+
+
+def test_no_process_of_the_sandbox_user_survives(graded):
+    uid = graded["_uid"]
+    alive = [p.name for p in Path("/proc").iterdir()
+             if p.name.isdigit() and _owner(p) == uid]
+    assert not alive, f"processes of the sandbox user still running: {alive}"
+
+
+def _owner(path: Path):
+    try:
+        return path.stat().st_uid
+    except OSError:
+        return None
+
+
+def test_a_failure_shows_its_message_first(graded):
+    """The error's own message leads a failed test's output, before pytest's report."""
+    outputs = [t["output"] for t in graded["handout"]["tests"] if t["tags"] == ["p1a"]]
+    assert outputs and all(o.startswith("NotImplementedError: your solution here")
+                           for o in outputs), outputs[0][:300]
