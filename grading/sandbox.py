@@ -47,6 +47,8 @@ OUTPUT_CHARS = 2500
 MESSAGE_CHARS = 600  # the failing assertion's own message, shown first
 MAX_OUTPUT = 4 * OUTPUT_CHARS  # a test's whole output (its setup, call and teardown)
 MAX_FILE_BYTES = 256 * 2**20  # a worker writes no file larger than this
+MAX_PROCESSES = 256  # processes and threads of the sandbox user
+MAX_ADDRESS_BYTES = 4 * 2**30  # a worker's address space (the grader's is under 1 GiB)
 # what the tests rely on; a submission that changes any of it fails the test it ran in
 TRUSTED_ROOTS = ("builtins", "os", "posixpath", "math", "random", "json", "functools",
                  "torch", "numpy", "grading", "hypothesis")
@@ -299,7 +301,13 @@ def _worker(tree: Path, args: list[str], fd: int, token: str, sandbox: Sandbox,
         _limit(resource.RLIMIT_FSIZE, MAX_FILE_BYTES)
         _limit(resource.RLIMIT_CORE, 0)
         _limit(resource.RLIMIT_NOFILE, 256)
+        _limit(resource.RLIMIT_AS, MAX_ADDRESS_BYTES)
+        try:  # out of memory, the kernel kills the worker, never the grader
+            Path("/proc/self/oom_score_adj").write_text("1000")
+        except OSError:
+            pass
         if sandbox.sealed:
+            _limit(resource.RLIMIT_NPROC, MAX_PROCESSES)  # counted per user: a fork bomb stops
             os.setgroups([])
             os.setgid(sandbox.gid)
             os.setuid(sandbox.uid)

@@ -119,6 +119,21 @@ ATTACKS = {
                 os._exit(0)
             os._exit(0)
         """),
+    "fork_bomb": ("init", """
+        import os
+        for _ in range(10000):
+            try:
+                os.fork()
+            except OSError:
+                break
+        raise NotImplementedError
+        """),
+    "eats_memory": ("init", """
+        hog = []
+        for _ in range(64):
+            hog.append(bytearray(2**30))
+        raise NotImplementedError
+        """),
     "endless_loop": ("init", """
         while True:
             pass
