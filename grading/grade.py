@@ -295,7 +295,7 @@ def grade_results(kit: Kit, root: Path | None) -> list[dict]:
         for run, quantity, band in checks:
             entry = submitted.get(run)
             value = entry.get(quantity) if isinstance(entry, dict) else None
-            inside, accepted = in_band(value, band)
+            inside, accepted = in_band(value, band, quantity)
             entries.append({
                 "name": f"{problem} results: {run} {quantity}",
                 "score": points / len(checks) if inside else 0.0,
@@ -308,7 +308,7 @@ def _shown(value) -> str:
     return repr(value)[:40] if not isinstance(value, float) else f"{value:.6g}"
 
 
-def in_band(value, band: dict) -> tuple[bool, str]:
+def in_band(value, band: dict, quantity: str = "") -> tuple[bool, str]:
     """(whether value is accepted, the band in words). None (e.g. steps_to_95 never reached)
     is accepted when some reference seed had None too; anything not a finite number is not
     accepted otherwise."""
@@ -318,7 +318,7 @@ def in_band(value, band: dict) -> tuple[bool, str]:
         words += f", {len(missing)} of them without a value (e.g. never reached)"
     if not band["n_seeds"]:
         return value is None, words
-    low, high = band_limits(band)
+    low, high = bands_tool.band_limits(band, quantity)
     words += (f"; mean {band['mean']:.4g}, sd {band['sd'] or 0:.2g}, range "
               f"[{band['min']:.4g}, {band['max']:.4g}]; accepted [{low:.4g}, {high:.4g}]")
     if value is None:
@@ -326,13 +326,6 @@ def in_band(value, band: dict) -> tuple[bool, str]:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         return False, words + " (yours is not a number)"
     return low <= value <= high, words
-
-
-def band_limits(band: dict) -> tuple[float, float]:
-    """The accepted interval: the seeds' range widened by two standard deviations (and by
-    1% of the mean's scale, so that a band of identical seeds still admits rounding)."""
-    widen = 2 * (band["sd"] or 0.0) + 0.01 * max(abs(band["mean"]), 1e-3)
-    return band["min"] - widen, band["max"] + widen
 
 
 # --------------------------------------------------------------------------- output

@@ -22,6 +22,42 @@ from provided.common import ArgumentParser, read_json, results_dir, write_json
 
 LATE_POINTS = 10  # P1's late validation average: the last 10 logged points (steps 1950-2400)
 P2_BUCKETS = ("64-79", "80-95", "96-111", "112-127")
+MIN_SEEDS = 5  # a band the grader applies rests on at least this many seeds
+UNIFORM_LOSS = math.log(25)  # P3: the loss of a uniform guess over the 25 tokens
+P1_STEPS = 2500
+# the values each quantity can take: a band that holds the whole range accepts anything
+RANGES = {"final_val_loss": (0.0, UNIFORM_LOSS), "steps_to_95": (0.0, P1_STEPS),
+          "head_grad_norm_at_100": (0.0, math.inf)}  # every other quantity is a fraction
+SAMPLE_SIZES = {"well_formed": 1000, "validity": 1000, "uniqueness": 1000, "novelty": 1000}
+
+
+def band_limits(band: dict, quantity: str = "") -> tuple[float, float]:
+    """The accepted interval [min - w, max + w], with w = 2 sd (the seeds' spread) + 1% of
+    the mean's scale (so that a band of identical seeds still admits rounding) + 2 binomial
+    sd at the mean for a statistic of a fresh sample (SAMPLE_SIZES: Problem 3's 1,000
+    samples, which a student draws anew)."""
+    widen = 2 * (band["sd"] or 0.0) + 0.01 * max(abs(band["mean"]), 1e-3)
+    if quantity in SAMPLE_SIZES:
+        p = min(max(band["mean"], 0.0), 1.0)
+        widen += 2 * math.sqrt(p * (1 - p) / SAMPLE_SIZES[quantity])
+    return band["min"] - widen, band["max"] + widen
+
+
+def grading_verdict(band: dict, quantity: str) -> tuple[bool, str]:
+    """(whether the grader applies the band, why not): it needs MIN_SEEDS seeds with a
+    value, or as many without one (then only "no value", e.g. never reaching 0.95, is
+    accepted), and an interval that excludes some possible value."""
+    missing = len(band.get("missing", []))
+    if missing >= MIN_SEEDS and not band["n_seeds"]:
+        return True, ""
+    if band["n_seeds"] < MIN_SEEDS:
+        return False, (f"{band['n_seeds']} seeds with a value, fewer than {MIN_SEEDS}"
+                       + (f" ({missing} without one)" if missing else ""))
+    low, high = band_limits(band, quantity)
+    lowest, highest = RANGES.get(quantity, (0.0, 1.0))
+    if low <= lowest and high >= highest:
+        return False, f"the band [{low:.3g}, {high:.3g}] holds every possible value"
+    return True, ""
 
 
 def band(values: dict) -> dict:
@@ -58,12 +94,22 @@ def collect(problem: str, quantities) -> dict:
     runs = sorted({run for values in per_seed.values() for run in values})
     for run in runs:
         names = [q for q in next(v[run] for v in per_seed.values() if run in v)]
-        bands[run] = {q: band({seed: values[run].get(q) for seed, values in per_seed.items()
-                               if run in values}) for q in names}
+        bands[run] = {q: graded_band(band({seed: values[run].get(q)
+                                           for seed, values in per_seed.items()
+                                           if run in values}), q) for q in names}
     return bands
 
 
+def graded_band(result: dict, quantity: str) -> dict:
+    """result with "graded" (and "not_graded", the reason, where it is false)."""
+    graded, why = grading_verdict(result, quantity)
+    return {**result, "graded": graded, **({"not_graded": why} if not graded else {})}
+
+
 def problem1_quantities(folder: Path) -> dict:
+    """Per run its test scores, steps_to_95 and late validation average; and the verdict
+    the homework asks about where one run's score alone is too noisy to grade (reversed
+    n1000 ranges from 0.35 to 0.97 over five seeds, always above forward n1000)."""
     metrics = read_json(folder / "metrics.json")
     out = {}
     for run, entry in metrics.items():
@@ -75,6 +121,10 @@ def problem1_quantities(folder: Path) -> dict:
                     "test_token_accuracy": entry["test_token_accuracy"],
                     "steps_to_95": entry["steps_to_95"],
                     "late_val_exact_match": statistics.fmean(late)}
+    if "reversed_n1000" in out and "forward_n1000" in out:
+        reversed_, forward = (out[run]["test_exact_match"] for run in ("reversed_n1000",
+                                                                        "forward_n1000"))
+        out["verdicts"] = {"reversed_beats_forward_n1000": float(reversed_ > forward)}
     return out
 
 
