@@ -23,7 +23,7 @@ HANDOUT    ?= build/handout
 AUTOGRADER ?= build/autograder.zip
 
 .PHONY: all data test smoke handout autograder grade-check lint problem1 problem2 problem3 p3-runs clean-results \
-        seeds seeds-problem1 seeds-problem2 seeds-problem3 samples10k pruning-bias bands
+        seeds seeds-problem1 seeds-problem2 seeds-problem3 samples10k pruning-bias bands mutants
 .DELETE_ON_ERROR:
 
 # The data first, then the longest work: Problem 3's runs fill the cores for most of the time
@@ -201,6 +201,11 @@ handout:
 
 autograder:
 	$(PY) -m grading.grade --autograder $(AUTOGRADER)
+
+# every common mistake of grading/mutants.py planted in turn (a few minutes); rewrites
+# grading/MISTAKES.md and fails if a mistake passes the graded tests
+mutants:
+	$(PY) -m grading.mutants --write
 
 # the grading kit's acceptance: reference, filled handouts and single parts grade as they should
 grade-check:

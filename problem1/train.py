@@ -59,7 +59,8 @@ def batch_indices(num_items: int, batch_size: int, generator: torch.Generator):
 
 
 def train_step(model, optimizer, src, tgt_in, tgt_out) -> float:
-    """One Adam step of teacher-forced cross-entropy over the four output digits.
+    """One Adam step of teacher-forced cross-entropy over the four output digits, with the
+    model in training mode (a validation before it leaves the model in eval mode).
 
     src [B, 7], tgt_in [B, 4], tgt_out [B, 4]. Returns the batch's mean loss.
     """
@@ -75,7 +76,8 @@ def train_step(model, optimizer, src, tgt_in, tgt_out) -> float:
 
 
 def validate(model, dataset, device=None) -> tuple[float, float]:
-    """Greedy-decode every source of the split at once and compare with tgt_out.
+    """Greedy-decode every source of the split at once, in eval mode (no dropout), and
+    compare with tgt_out.
 
     Returns (exact match: fraction of sums with all four digits right,
     token accuracy: fraction of digits right). No teacher forcing: each digit is predicted

@@ -78,7 +78,9 @@ def evaluate_split(model, tokens: torch.Tensor, targets: torch.Tensor,
 
 def train_epoch(model, optimizer, tokens: torch.Tensor, targets: torch.Tensor,
                 generator: torch.Generator, batch_size: int, max_steps: int) -> dict:
-    """One seeded shuffled pass over tokens/targets [N, T], at most max_steps steps.
+    """One seeded shuffled pass over tokens/targets [N, T], at most max_steps steps, with
+    the model in training mode. The order is torch.randperm(N, generator=generator): step i
+    takes the rows order[i * batch_size:(i + 1) * batch_size].
 
     Each step minimizes the mean cross-entropy over the batch's positions with a target.
     Returns {'loss', 'accuracy', 'steps'}: the loss and accuracy summed over the epoch's

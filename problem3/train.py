@@ -85,11 +85,12 @@ def batch_indices(step: int, num_examples: int, batch_size: int, seed: int) -> t
 
 
 def train_step(model, optimizer, inputs, targets, lr: float) -> tuple[float, float, float]:
-    """One optimizer step at learning rate lr (set on every parameter group) on the mean
-    cross-entropy over the targets other than IGNORE_INDEX, with the gradients clipped to
-    total norm CLIP_NORM. Returns (loss, head_grad_norm, total_grad_norm): the L2 norms of
-    the gradient of the output head's weight and of all parameters together, both before
-    clipping. Non-finite values are returned as they are; the step is taken regardless."""
+    """One optimizer step, in training mode, at learning rate lr (set on every parameter
+    group) on the mean cross-entropy over the targets other than IGNORE_INDEX, with the
+    gradients of this batch alone clipped to total norm CLIP_NORM. Returns (loss,
+    head_grad_norm, total_grad_norm): the L2 norms of the gradient of the output head's
+    weight and of all parameters together, both before clipping. Non-finite values are
+    returned as they are; the step is taken regardless."""
     # BEGIN SOLUTION
     for group in optimizer.param_groups:
         group["lr"] = lr

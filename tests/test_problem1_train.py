@@ -11,7 +11,7 @@ from problem1 import train
 from problem1.dataset import BOS, PLUS, AdditionDataset
 from problem1.model import AdditionTransformer
 from problem1.train import steps_to_95, train_step, validate
-from tests.tiny import addition_data, script_args
+from tests.tiny import addition_data, modes_during, script_args
 
 pytestmark = pytest.mark.p1d
 
@@ -78,3 +78,56 @@ def test_train_end_to_end(tmp_path):
     first = (results / "training_log_reversed_n4000.json").read_text()
     train.main(command)
     assert (results / "training_log_reversed_n4000.json").read_text() == first
+
+
+def _batches(n: int = 3):
+    generator = torch.Generator().manual_seed(1)
+    src = torch.randint(0, 10, (n, 4, 7), generator=generator)
+    src[..., 3] = PLUS
+    tgt_out = torch.randint(0, 10, (n, 4, 4), generator=generator)
+    tgt_in = torch.cat([torch.full((n, 4, 1), BOS), tgt_out[..., :-1]], dim=-1)
+    return list(zip(src, tgt_in, tgt_out))
+
+
+def test_train_step_clears_the_gradients_between_steps():
+    """Three calls of train_step give the same weights as three plain Adam steps, each on
+    its own batch's gradient."""
+    torch.manual_seed(0)
+    model = AdditionTransformer(dropout=0.0)
+    twin = AdditionTransformer(dropout=0.0)
+    twin.load_state_dict(model.state_dict())
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    twin_optimizer = torch.optim.Adam(twin.parameters(), lr=1e-3)
+    for src, tgt_in, tgt_out in _batches():
+        train_step(model, optimizer, src, tgt_in, tgt_out)
+        twin_optimizer.zero_grad()
+        logits, _ = twin(src, tgt_in)
+        F.cross_entropy(logits.reshape(-1, 12), tgt_out.reshape(-1)).backward()
+        twin_optimizer.step()
+    for (name, p), q in zip(model.named_parameters(), twin.parameters()):
+        assert torch.allclose(p, q, atol=1e-6), (
+            f"train_step must clear the gradients before each backward pass: after three "
+            f"steps {name} differs from three Adam steps on their own gradients (are the "
+            "gradients of earlier steps still added in?)")
+
+
+def test_train_step_runs_in_training_mode():
+    """train.py validates between steps, which leaves the model in eval mode."""
+    torch.manual_seed(0)
+    model = AdditionTransformer(dropout=0.5).eval()
+    src, tgt_in, tgt_out = _batches(1)[0]
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    modes = modes_during(model, lambda: train_step(model, optimizer, src, tgt_in, tgt_out))
+    assert modes == {True}, ("train_step must put the model in training mode (dropout on): "
+                             "it ran in eval mode, as the model was handed over after a "
+                             "validation")
+
+
+def test_validate_runs_in_eval_mode(tmp_path):
+    """train.py hands validate a model in training mode, with dropout."""
+    dataset = AdditionDataset(addition_data(tmp_path, n_train=8), "val", "forward")
+    torch.manual_seed(0)
+    model = AdditionTransformer(dropout=0.5).train()
+    modes = modes_during(model, lambda: validate(model, dataset))
+    assert modes == {False}, ("validate must decode in eval mode (dropout off): it ran in "
+                              "training mode, so its score changes from call to call")

@@ -10,7 +10,7 @@ import torch
 from problem2 import evaluate
 from problem2.dataset import IGNORE_INDEX
 from problem2.model import POSITIONS
-from tests.tiny import ReadsKeyAtDistance, offset_runs
+from tests.tiny import ReadsKeyAtDistance, modes_during, offset_runs
 
 pytestmark = pytest.mark.p2e
 
@@ -95,3 +95,34 @@ def test_checks(problem2_runs):
     assert checks["rotary_score_shift_error"] < 1e-3
     assert checks["sinusoidal_score_shift_error"] > 0.5
     assert checks["rotary_vs_pairwise_error"] < 1e-4
+
+
+def test_accuracy_over_pools_the_counts():
+    """Positions with more targets weigh more: the pooled fraction, not a mean of means."""
+    correct, count = torch.tensor([2.0, 0.0, 1.0, 1.0]), torch.tensor([2.0, 1.0, 1.0, 4.0])
+    assert as_float(evaluate.accuracy_over(correct, count, 0, 4)) == pytest.approx(0.5), (
+        "accuracy_over must pool the counts (4 right of 8 targets = 0.5): 0.5625 is the mean "
+        "of the per-position accuracies")
+
+
+def test_per_position_counts_runs_in_eval_mode():
+    tokens = torch.tensor([[0] * 64 + [1] * 64])
+    targets = torch.full_like(tokens, IGNORE_INDEX)
+    targets[:, 7:] = tokens[:, :-7]
+    model = ReadsKeyAtDistance(7).train()
+    modes = modes_during(model, lambda: evaluate.per_position_counts(model, tokens, targets))
+    assert modes == {False}, "per_position_counts must run the model in eval mode"
+
+
+def test_score_shift_errors_reports_the_maximum_and_the_median(monkeypatch):
+    """With score_shift_invariance replaced by known values: max and median per the
+    docstring (a mean would give 34.33 for the median here)."""
+    values = {"rotary": iter([0.1, 0.3, 0.2]), "sinusoidal": iter([1.0, 100.0, 2.0])}
+    monkeypatch.setattr(evaluate, "score_shift_invariance",
+                        lambda q, k, shift, scheme, *rest, **positions: next(values[scheme]))
+    found = evaluate.score_shift_errors(8, samples=3)
+    assert as_float(found["rotary_score_shift_error"]) == pytest.approx(0.3)
+    assert as_float(found["sinusoidal_score_shift_error"]) == pytest.approx(100.0)
+    assert as_float(found["sinusoidal_score_shift_error_median"]) == pytest.approx(2.0), (
+        "sinusoidal_score_shift_error_median must be the median of the changes (2.0), not "
+        "their mean or maximum")

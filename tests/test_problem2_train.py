@@ -10,7 +10,7 @@ import torch
 from problem2 import train
 from problem2.dataset import IGNORE_INDEX
 from problem2.model import POSITIONS
-from tests.tiny import offset_runs
+from tests.tiny import modes_during, offset_runs
 
 pytestmark = pytest.mark.p2d
 
@@ -70,3 +70,71 @@ def test_training_loss_goes_down_and_is_deterministic(problem2_runs, tmp_path):
     assert first == (results / "training_log_rotary.json").read_text()
     losses = [r["train_loss"] for r in json.loads(first)["log"]]
     assert losses[-1] < losses[0]
+
+
+class Lookup(torch.nn.Module):
+    """A stub offset model small enough to follow by hand: logits = a learned table per
+    token, plus dropout (so that its mode matters)."""
+
+    def __init__(self, dropout: float = 0.0):
+        super().__init__()
+        torch.manual_seed(0)
+        self.table = torch.nn.Parameter(torch.randn(16, 16))
+        self.dropout = torch.nn.Dropout(dropout)
+
+    def forward(self, tokens):
+        return self.dropout(self.table[tokens])
+
+
+def _offset_batch(n: int = 10, length: int = 12, k: int = 3):
+    tokens = torch.randint(0, 16, (n, length), generator=torch.Generator().manual_seed(2))
+    targets = torch.full_like(tokens, IGNORE_INDEX)
+    targets[:, k:] = tokens[:, :-k]
+    return tokens, targets
+
+
+def test_train_epoch_takes_one_step_per_batch_in_the_seeded_order():
+    """With SGD, train_epoch's weights equal those of a plain loop over the batches of
+    torch.randperm(N, generator=generator), each step on its own batch's mean loss."""
+    tokens, targets = _offset_batch()
+    model, twin = Lookup(), Lookup()
+    torch.manual_seed(123)  # the global generator must play no part
+    result = train.train_epoch(model, torch.optim.SGD(model.parameters(), lr=0.5), tokens,
+                               targets, torch.Generator().manual_seed(7), batch_size=4,
+                               max_steps=100)
+    optimizer = torch.optim.SGD(twin.parameters(), lr=0.5)
+    order = torch.randperm(10, generator=torch.Generator().manual_seed(7))
+    for start in range(0, 10, 4):
+        rows = order[start:start + 4]
+        optimizer.zero_grad()
+        torch.nn.functional.cross_entropy(twin(tokens[rows]).flatten(0, 1),
+                                          targets[rows].flatten()).backward()
+        optimizer.step()
+    assert int(result["steps"]) == 3, "train_epoch must take one step per batch of 4 of 10 rows"
+    assert torch.allclose(model.table, twin.table, atol=1e-6), (
+        "train_epoch must take one step per batch on that batch's mean loss, in the order "
+        "torch.randperm(N, generator=generator): the weights differ from that loop's (batches "
+        "not shuffled, or shuffled without the generator, or gradients not cleared?)")
+
+
+def test_train_epoch_stops_after_max_steps():
+    tokens, targets = _offset_batch()
+    model = Lookup()
+    result = train.train_epoch(model, torch.optim.SGD(model.parameters(), lr=0.5), tokens,
+                               targets, torch.Generator().manual_seed(7), batch_size=4,
+                               max_steps=2)
+    assert int(result["steps"]) == 2, "train_epoch must stop after max_steps steps"
+
+
+def test_train_epoch_trains_and_evaluate_split_evaluates_in_their_modes():
+    tokens, targets = _offset_batch()
+    model = Lookup(dropout=0.5).eval()
+    modes = modes_during(model, lambda: train.train_epoch(
+        model, torch.optim.SGD(model.parameters(), lr=0.1), tokens, targets,
+        torch.Generator().manual_seed(7), batch_size=4, max_steps=100))
+    assert modes == {True}, ("train_epoch must put the model in training mode: it ran in "
+                             "eval mode, as train.py hands it over after an evaluation")
+    model.train()
+    modes = modes_during(model, lambda: train.evaluate_split(model, tokens, targets))
+    assert modes == {False}, ("evaluate_split must run in eval mode (dropout off): it ran in "
+                              "training mode")

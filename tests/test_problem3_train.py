@@ -12,7 +12,7 @@ import torch.nn.functional as F
 import problem3.train as tr
 from problem3.config import CLIP_NORM
 from problem3.dataset import IGNORE_INDEX
-from tests.tiny import p3_train_args, read_log, smiles_data, tiny_lm
+from tests.tiny import modes_during, p3_train_args, read_log, smiles_data, tiny_lm
 
 pytestmark = pytest.mark.p3c
 
@@ -97,3 +97,34 @@ def test_diverged_run_logs_null_and_finishes(data_dir, tmp_path, monkeypatch):
     assert all(r["train_loss"] is None and r["head_grad_norm"] is None for r in log["log"])
     text = (tmp_path / "training_log_pre_lr0.001_w3_s4.json").read_text()
     assert "NaN" not in text and json.loads(text)["final_val_loss"] is None
+
+
+def test_train_step_clears_the_gradients_between_steps():
+    """Two calls of train_step with SGD give the weights of two plain steps, each on its
+    own batch's clipped gradient."""
+    model, twin = tiny_lm(), tiny_lm()
+    generator = torch.Generator().manual_seed(3)
+    batches = [(torch.randint(3, 12, (4, 11), generator=generator),
+                torch.randint(3, 12, (4, 11), generator=generator)) for _ in range(2)]
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.0)
+    twin_optimizer = torch.optim.SGD(twin.parameters(), lr=0.1)
+    for inputs, targets in batches:
+        tr.train_step(model, optimizer, inputs, targets, lr=0.1)
+        twin_optimizer.zero_grad()
+        F.cross_entropy(twin(inputs).reshape(-1, 12), targets.reshape(-1)).backward()
+        torch.nn.utils.clip_grad_norm_(twin.parameters(), CLIP_NORM)
+        twin_optimizer.step()
+    for (name, p), q in zip(model.named_parameters(), twin.parameters()):
+        assert torch.allclose(p, q, atol=1e-6), (
+            f"train_step must clear the gradients before each backward pass: after two steps "
+            f"{name} differs from two plain SGD steps (are the first step's gradients still "
+            "added in?)")
+
+
+def test_train_step_runs_in_training_mode():
+    model = tiny_lm(dropout=0.5).eval()  # as a validation leaves it
+    inputs = torch.randint(3, 12, (4, 11))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.0)
+    modes = modes_during(model, lambda: tr.train_step(model, optimizer, inputs, inputs, 0.1))
+    assert modes == {True}, ("train_step must put the model in training mode (dropout on): it "
+                             "ran in eval mode, as train.py hands it over after a validation")

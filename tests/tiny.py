@@ -105,3 +105,18 @@ def tiny_lm(vocab_size: int = 12, norm: str = "pre", dropout: float = 0.0,
     torch.manual_seed(seed)
     return DecoderLM(vocab_size, d_model=16, num_layers=2, num_heads=2, d_ff=32, max_len=12,
                      dropout=dropout, norm=norm)
+
+
+def modes_during(model: torch.nn.Module, call) -> set[bool]:
+    """The training flags (module.training) of model's submodules while call() runs: {True}
+    if everything ran in training mode, {False} if in eval mode."""
+    seen = set()
+    hooks = [m.register_forward_pre_hook(lambda module, args: seen.add(module.training))
+             for m in model.modules()]
+    try:
+        call()
+    finally:
+        for hook in hooks:
+            hook.remove()
+    assert seen, "the model was never called"
+    return seen
