@@ -30,8 +30,11 @@ FAKES = {
     "apt-get": "#!/bin/sh\nexit 0\n",
     "pip": '#!/bin/sh\nfor a in "$@"; do case "$prev" in -r) test -f "$a" || exit 1;; esac;'
            ' prev="$a"; done\nexit 0\n',
+    # the environment it makes is this one, behind these stand-ins (so that its pip is the
+    # stand-in, never this environment's own)
     "python3": '#!/bin/sh\nif [ "$1" = "-m" ] && [ "$2" = "venv" ]; then\n'
-               '  mkdir -p "$3/bin" && echo "export PATH=\\"{bin}:\\$PATH\\"" > "$3/bin/activate"\n'
+               '  mkdir -p "$3/bin"\n'
+               '  echo "export PATH=\\"{fakes}:{bin}:\\$PATH\\"" > "$3/bin/activate"\n'
                '  exit 0\nfi\nexec "{python}" "$@"\n',
 }
 
@@ -62,12 +65,17 @@ def autograder(tmp_path_factory) -> Path:
     fakes.mkdir()
     for name, text in FAKES.items():
         (fakes / name).write_text(text.replace("{bin}", str(Path(sys.executable).parent))
+                                  .replace("{fakes}", str(fakes))
                                   .replace("{python}", sys.executable))
         (fakes / name).chmod(0o755)
     env = {**os.environ, "PATH": f"{fakes}:{os.environ['PATH']}", "AUTOGRADER_ROOT": str(root)}
     done = subprocess.run(["bash", str(root / "source" / "setup.sh")], env=env,
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    where = subprocess.run([sys.executable, "-c", "import provided; print(provided.__file__)"],
+                           cwd="/", capture_output=True, text=True)
+    assert where.stdout.startswith(str(REPO_ROOT)), (
+        "setup.sh's installs reached this environment: " + where.stdout + where.stderr)
     return root
 
 
