@@ -34,7 +34,8 @@ def read_pairs(path: Path) -> np.ndarray:
     """The operand pairs of one split's CSV file (header `a,b`), as an int64 array [N, 2].
 
     A bad row (not two integers, or an operand outside 0..999) raises ValueError naming the
-    file, the row's line number in the file (the header is line 1) and the row itself.
+    file, the row's line number in the file (the header is line 1) and the row itself; so
+    does a file with no pairs.
     """
     fix = "run `python generate_datasets.py --only addition --force`"
     with open(path) as f:
@@ -56,6 +57,8 @@ def read_pairs(path: Path) -> np.ndarray:
             raise ValueError(f"{path}, line {number}: operands must lie in 0..999, found "
                              f"{line!r}; {fix}")
         pairs.append((a, b))
+    if not pairs:
+        raise ValueError(f"{path} holds no pairs, only its header; {fix}")
     return np.array(pairs, dtype=np.int64).reshape(-1, 2)
 
 

@@ -7,6 +7,7 @@ steps, and is named {norm}_lr{lr}_w{warmup}_s{steps}. A checkpoint holds the Con
 weights and the vocabulary, so `load_model` rebuilds a model from the file alone.
 """
 
+import re
 from dataclasses import dataclass
 
 from problem3.model import DecoderLM
@@ -26,6 +27,8 @@ CLIP_NORM = 1.0
 LOG_EVERY = 50  # training loss, learning rate and gradient norms
 VAL_EVERY = 250  # validation loss, and the resume file's save
 TRAIN_THRESHOLD = 2.0  # a run "trains" if its final validation loss is below this
+# the homework's MOSES data holds these 22 tokens; a training file with another is not it
+HOMEWORK_TOKENS = frozenset("# ( ) - 1 2 3 4 5 = Br C Cl F N O S [nH] c n o s".split())
 
 
 @dataclass(frozen=True)
@@ -58,6 +61,9 @@ class Config:
 def run_name(norm: str, lr: float, warmup: int, steps: int) -> str:
     """e.g. pre_lr0.001_w500_s1500 (the learning rate as Python's str of the float)."""
     return f"{norm}_lr{float(lr)}_w{warmup}_s{steps}"
+
+
+RUN_NAME = re.compile(r"(pre|post)_lr[0-9.e-]+_w[0-9]+_s[0-9]+")  # what run_name makes
 
 
 def differences(saved: dict, wanted: dict) -> list[str]:

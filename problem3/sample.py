@@ -12,13 +12,14 @@ from pathlib import Path
 
 import torch
 
-from problem3.config import load_model
+from problem3.config import RUN_NAME, load_model
 from problem3.model import DecoderLM
 from provided.common import (
     ArgumentParser,
     BadFileError,
     add_common_args,
     atomic_write_text,
+    explicit_results_dir,
     fail,
     positive_int,
     script,
@@ -109,6 +110,12 @@ def parse_args(argv=None) -> argparse.Namespace:
     if not (args.temperature > 0 and args.temperature < float("inf")):
         parser.error(f"argument --temperature: must be a positive number, not "
                      f"{args.temperature}")
+    if not RUN_NAME.fullmatch(args.run):
+        parser.error(f"argument --run: {args.run!r} is not a run name; runs are named like "
+                     "pre_lr0.001_w500_s4000 ({pre,post}_lr{lr}_w{warmup}_s{steps})")
+    if (args.seed, args.num_samples) != (0, NUM_SAMPLES):
+        explicit_results_dir(args, "problem3", f"sampling with --seed {args.seed} "
+                                               f"--num_samples {args.num_samples}")
     return args
 
 
@@ -116,7 +123,11 @@ def parse_args(argv=None) -> argparse.Namespace:
 def main(argv=None) -> int:
     args = parse_args(argv)
     device = setup(args)
-    model, vocab, _, _ = load_run(args.results_dir / f"model_{args.run}.pth", device)
+    path = args.results_dir / f"model_{args.run}.pth"
+    model, vocab, config, _ = load_run(path, device)
+    if config.run != args.run:
+        fail(f"{path} holds the run {config.run}, not {args.run}: it was renamed or "
+             "overwritten; train the run again")
     samples = sample_run(model, vocab, args.num_samples, args.temperature, args.seed, device)
     suffix = "" if args.temperature == 1.0 else f"_T{args.temperature}"
     path = args.results_dir / f"samples_{args.run}{suffix}.txt"

@@ -27,6 +27,7 @@ from tqdm import tqdm
 from problem3.config import (
     BETAS,
     CLIP_NORM,
+    HOMEWORK_TOKENS,
     LOG_EVERY,
     VAL_EVERY,
     Config,
@@ -54,7 +55,7 @@ from provided.common import (
     setup,
     write_results,
 )
-from provided.smiles import SmilesVocab
+from provided.smiles import SmilesVocab, tokenize
 
 
 def lr_at_step(step: int, peak_lr: float, warmup: int) -> float:
@@ -167,6 +168,7 @@ def load_data(data_dir: Path, batch_size: int):
         train_set = SmilesDataset(paths["train"], vocab)
     except ValueError as err:
         fail(locate_smiles_error(paths["train"], err))
+    check_tokens(vocab, train_set, paths["train"])
     if len(train_set) < batch_size:
         fail(f"{paths['train']} has {len(train_set)} strings, fewer than one batch of "
              f"{batch_size}: regenerate it with `python generate_datasets.py --only smiles "
@@ -180,6 +182,18 @@ def load_data(data_dir: Path, batch_size: int):
              "generate_datasets.py --only smiles --force`")
     fingerprints = [file_fingerprint(path) for path in paths.values()]
     return vocab, train_set, val_set, fingerprints
+
+
+def check_tokens(vocab: SmilesVocab, train_set: SmilesDataset, path: Path) -> None:
+    """Stop, naming the first line that holds it, at a token outside HOMEWORK_TOKENS (it
+    would silently grow the vocabulary and the model)."""
+    unexpected = sorted(set(vocab.chemistry_tokens) - HOMEWORK_TOKENS)
+    if unexpected:
+        line = next(number for number, smiles in enumerate(train_set.smiles, start=1)
+                    if set(tokenize(smiles)) & set(unexpected))
+        fail(f"{path}, line {line}: token {unexpected[0]!r} is not one of the homework's "
+             f"{len(HOMEWORK_TOKENS)} SMILES tokens; regenerate the file with `python "
+             "generate_datasets.py --only smiles --force`")
 
 
 def check_vocab(vocab: SmilesVocab, out: Path) -> None:

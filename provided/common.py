@@ -69,8 +69,8 @@ def add_common_args(parser: argparse.ArgumentParser, problem: str) -> argparse.A
                         help="where logs, weights and metrics go (default: %(default)s)")
     parser.add_argument("--device", default="auto",
                         help="auto (cuda, then mps, then cpu), cpu, cuda, cuda:N or mps")
-    parser.add_argument("--seed", type=non_negative_int, default=0,
-                        help="random seed, 0 or more (default: 0)")
+    parser.add_argument("--seed", type=seed_int, default=0,
+                        help=f"random seed, 0 to {MAX_SEED} (default: 0)")
     parser.add_argument("--threads", type=positive_int, default=None,
                         help="CPU threads for torch, 1 or more (default: torch's own choice, "
                              "or $OMP_NUM_THREADS)")
@@ -85,6 +85,17 @@ def positive_int(text: str) -> int:
 def non_negative_int(text: str) -> int:
     """argparse type: an integer of at least 0."""
     return _int_at_least(text, 0)
+
+
+MAX_SEED = 2**32 - 1  # NumPy's seeds are 32-bit
+
+
+def seed_int(text: str) -> int:
+    """argparse type: a seed that Python, NumPy and torch all take, 0 to MAX_SEED."""
+    value = _int_at_least(text, 0)
+    if value > MAX_SEED:
+        raise argparse.ArgumentTypeError(f"must be at most {MAX_SEED}, not {value}")
+    return value
 
 
 def _int_at_least(text: str, low: int) -> int:

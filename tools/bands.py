@@ -18,7 +18,7 @@ import math
 import statistics
 from pathlib import Path
 
-from provided.common import ArgumentParser, read_json, results_dir, write_json
+from provided.common import ArgumentParser, fail, read_json, results_dir, script, write_json
 
 LATE_POINTS = 10  # P1's late validation average: the last 10 logged points (steps 1950-2400)
 P2_BUCKETS = ("64-79", "80-95", "96-111", "112-127")
@@ -178,10 +178,30 @@ def parse_problems(argv=None) -> list[str]:
     return args.problems or list(QUANTITIES)
 
 
+def lost_seeds(old: dict, new: dict) -> list[str]:
+    """'run quantity: seeds' for every band of old that new rests on fewer seeds."""
+    lost = []
+    for run, quantities in old.items():
+        for quantity, band in quantities.items():
+            before = set(band.get("seeds", [])) | set(band.get("missing", []))
+            now = new.get(run, {}).get(quantity, {})
+            gone = before - set(now.get("seeds", [])) - set(now.get("missing", []))
+            if gone:
+                lost.append(f"{run} {quantity}: seeds {sorted(gone)}")
+    return lost
+
+
+@script
 def main(argv=None) -> int:
     for problem in parse_problems(argv):
         bands = collect(problem, QUANTITIES[problem])
         path = results_dir(problem) / "reference_bands.json"
+        lost = lost_seeds(read_json(path), bands) if path.exists() else []
+        if lost:
+            fail(f"{path} would lose seeds it holds ({'; '.join(lost[:3])}"
+                 f"{'; ...' if len(lost) > 3 else ''}): a seed folder's files are missing; "
+                 "restore them (git checkout -- problemN/results/seeds), or delete the bands "
+                 "file to rebuild it from the seeds that exist")
         write_json(path, bands)
         counts = sorted({b["n_seeds"] for run in bands.values() for b in run.values()})
         print(f"wrote {path}: {len(bands)} runs, n_seeds {counts}")
