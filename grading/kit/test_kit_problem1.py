@@ -14,7 +14,7 @@ import torch
 from problem1 import evaluate, train
 from problem1.dataset import BOS, PLUS
 from problem1.evaluate import HEAD_NAMES, breakdown, carries
-from problem1.model import AdditionTransformer, score_predictions, sinusoidal_table
+from problem1.model import AdditionTransformer, position_table, score_predictions
 from problem1.train import batch_indices
 from tests.tiny import addition_data, script_args
 
@@ -128,14 +128,28 @@ def test_embedding_init_is_scaled():
 
 
 def test_position_table_holds_the_sinusoidal_formula():
-    table = sinusoidal_table(16, 128)
+    table = position_table(16, 128)
     assert table.shape == (16, 128) and table.dtype == torch.float32
     expected = torch.tensor([[math.sin(p * 10000 ** (-2 * (j // 2) / 128)) if j % 2 == 0 else
                               math.cos(p * 10000 ** (-2 * (j // 2) / 128)) for j in range(128)]
                              for p in range(16)])
     torch.testing.assert_close(table, expected, atol=1e-6, rtol=0)
-    with pytest.raises(ValueError):
-        sinusoidal_table(17, 128)
+
+
+@pytest.mark.parametrize("d_model, max_len", [(64, 16), (96, 16), (128, 40), (32, 300)])
+def test_the_stack_runs_at_any_size_without_the_sinusoidal_formula(d_model, max_len):
+    """Other sizes get a fixed random table of the sinusoidal rows' scale: the same every
+    time, and not the formula (which Problem 2 asks students to write)."""
+    table = position_table(max_len, d_model)
+    assert table.shape == (max_len, d_model) and torch.equal(table,
+                                                             position_table(max_len, d_model))
+    assert 0.3 < table.var().item() < 0.7
+    torch.manual_seed(0)
+    model = AdditionTransformer(d_model=d_model, num_heads=4, d_ff=64, max_len=max_len)
+    src = torch.randint(0, 10, (3, 7))
+    logits, _ = model(src, torch.randint(0, 10, (3, 4)))
+    assert logits.shape == (3, 4, 12) and torch.isfinite(logits).all()
+    assert model.generate(src).shape == (3, 4)
 
 
 @pytest.mark.parametrize("argv, message", [
