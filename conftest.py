@@ -1,13 +1,12 @@
-"""The grading suite's one rule, checked at collection: every test says what it grades.
-
-    tests/            public graded tests (they ship to students): exactly one part marker
-    grading/hidden/   hidden graded tests (run at grading only): exactly one part marker
-    grading/kit/      the course machinery's own tests (not graded): the marker `kit`
-
-The part markers are p1a .. p3e (grading/rubric.py, registered in pyproject.toml); `pytest
--m p1b` runs the tests of Problem 1, Part B. A test that breaks the rule stops the run with
-a UsageError that lists it, so that no test is silently graded twice or not at all.
+"""The grading suite's one rule, checked at collection: every test under tests/ carries
+exactly one part marker, p1a .. p3e (registered in pyproject.toml); `pytest -m p1b` runs the
+tests of Problem 1, Part B. A test that breaks the rule stops the run with a UsageError that
+lists it, so that no test is silently graded twice or not at all.
 """
+# BEGIN INSTRUCTORS
+# The same rule holds for the hidden graded tests under grading/hidden/; the kit's own tests
+# under grading/kit/ carry the marker `kit` instead (the part markers: grading/rubric.py).
+# END INSTRUCTORS
 
 from pathlib import Path
 
@@ -15,8 +14,12 @@ import pytest
 
 PARTS = frozenset(f"p{problem}{letter}" for problem in (1, 2, 3) for letter in "abcde")
 KIT = "kit"
+GRADED_FOLDERS = ("tests/",)
+KIT_FOLDER = None
+# BEGIN INSTRUCTORS
 GRADED_FOLDERS = ("tests/", "grading/hidden/")
 KIT_FOLDER = "grading/kit/"
+# END INSTRUCTORS
 
 
 def pytest_configure(config):
@@ -46,15 +49,15 @@ def pytest_collection_modifyitems(config, items):
         names = {mark.name for mark in item.iter_markers()}
         parts = sorted(names & PARTS)
         found = ", ".join(parts + ([KIT] if KIT in names else [])) or "no marker"
-        if path.startswith(KIT_FOLDER):
+        if KIT_FOLDER and path.startswith(KIT_FOLDER):
             if KIT not in names or parts:
                 problems.append(f"{item.nodeid} has {found}; a test under {KIT_FOLDER} must "
                                 "carry the marker 'kit' and no part marker")
         elif path.startswith(GRADED_FOLDERS):
             if len(parts) != 1 or KIT in names:
-                problems.append(f"{item.nodeid} has {found}; a test under tests/ or "
-                                "grading/hidden/ must carry exactly one part marker, "
-                                "p1a .. p3e (e.g. pytestmark = pytest.mark.p1b)")
+                problems.append(f"{item.nodeid} has {found}; a graded test (under "
+                                f"{' or '.join(GRADED_FOLDERS)}) must carry exactly one part "
+                                "marker, p1a .. p3e (e.g. pytestmark = pytest.mark.p1b)")
     if problems:
         raise pytest.UsageError(
             "tests without their grading marker (see conftest.py):\n  " + "\n  ".join(problems))

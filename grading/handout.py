@@ -32,8 +32,9 @@ END = re.compile(r"^\s*# END SOLUTION\s*$")
 EXCLUDED = re.compile(r"^(grading/|tools/|\.ci/|INSTRUCTORS\.md$|README\.md$|"
                       r"problem\d/(results/|REPORT\.md$))")
 HANDOUT_FILES = REPO_ROOT / "grading" / "handout"  # README.md and problemN/REPORT.md
-MAKEFILE_INSTRUCTORS = re.compile(r"^# BEGIN INSTRUCTORS\n.*?^# END INSTRUCTORS\n",
-                                  re.M | re.S)
+# instructors-only lines of a file that ships (the Makefile, pyproject.toml, conftest.py)
+INSTRUCTORS_BLOCK = re.compile(r"^[ \t]*# BEGIN INSTRUCTORS\n.*?^[ \t]*# END INSTRUCTORS\n",
+                               re.M | re.S)
 
 
 # --------------------------------------------------------------------- solution regions
@@ -189,8 +190,9 @@ def tracked_files(repo: Path) -> list[str]:
 
 def remove_unused_imports(folder: Path) -> None:
     """ruff's own fix of F401 (unused imports) over the handout's Python files."""
-    subprocess.run([sys.executable, "-m", "ruff", "check", "--quiet", "--fix-only",
-                    "--select", "F401,I001", "--exit-zero", "."], cwd=folder, check=True)
+    subprocess.run([sys.executable, "-m", "ruff", "check", "--no-cache", "--quiet",
+                    "--fix-only", "--select", "F401,I001", "--exit-zero", "."], cwd=folder,
+                   check=True)
 
 
 def make_handout(out_dir: Path, repo: Path = REPO_ROOT, fill: Path | None = None) -> int:
@@ -207,8 +209,8 @@ def make_handout(out_dir: Path, repo: Path = REPO_ROOT, fill: Path | None = None
             source = source_path.read_text()
             removed += sum(1 for line in source.splitlines() if BEGIN.match(line))
             target.write_text(strip_solutions(source, name))
-        elif name == "Makefile":
-            target.write_text(MAKEFILE_INSTRUCTORS.sub("", source_path.read_text()))
+        elif name in ("Makefile", "pyproject.toml") or name.endswith(".py"):
+            target.write_text(INSTRUCTORS_BLOCK.sub("", source_path.read_text()))
         else:
             shutil.copy2(source_path, target)
     for path in HANDOUT_FILES.rglob("*"):

@@ -43,6 +43,8 @@ class MultiHeadAttention(nn.Module):
     """
 
     def __init__(self, d_model: int, num_heads: int):
+        """Four projections W_q, W_k, W_v, W_o, each nn.Linear(d_model, d_model) with bias,
+        and d_k = d_model // num_heads; ValueError if num_heads does not divide d_model."""
         super().__init__()
         # BEGIN SOLUTION
         if d_model % num_heads:

@@ -96,3 +96,14 @@ def test_handout_imports_and_every_graded_test_fails(tmp_path):
     assert len(results) > 100
     not_failed = {name: outcome for name, outcome in results.items() if outcome != "failed"}
     assert not not_failed, not_failed
+
+
+def test_the_handout_names_no_instructor_path(tmp_path):
+    """pyproject.toml, conftest.py and the Makefile lose their instructors-only lines, and no
+    tool's cache comes along."""
+    out = tmp_path / "handout"
+    make_handout(out)
+    for name in ("pyproject.toml", "conftest.py", "Makefile"):
+        text = (out / name).read_text()
+        assert "grading/" not in text and "INSTRUCTORS" not in text, name
+    assert not (out / ".ruff_cache").exists()
