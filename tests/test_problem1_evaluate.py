@@ -28,14 +28,24 @@ def test_remove_head_changes_exactly_one_head():
     torch.manual_seed(0)
     model = AdditionTransformer().eval()
     before = {k: v.clone() for k, v in model.state_dict().items()}
-    assert remove_head(model, "dec1.cross.h2") is None
+    assert remove_head(model, "dec1.cross.h2") is None, (
+        "remove_head must change the model in place and return None")
     after = model.state_dict()
     changed = [k for k in before if not torch.equal(before[k], after[k])]
-    assert changed == ["decoder_layers.1.cross_attn.W_o.weight"]
+    assert changed == ["decoder_layers.1.cross_attn.W_o.weight"], (
+        "remove_head must change only the W_o weight of the named attention: is the name "
+        "mapped to the wrong layer or module, or another tensor (a bias) changed too?")
     weight = after["decoder_layers.1.cross_attn.W_o.weight"]
-    assert (weight[:, 64:96] == 0).all()
-    assert torch.equal(weight[:, :64], before["decoder_layers.1.cross_attn.W_o.weight"][:, :64])
-    assert torch.equal(weight[:, 96:], before["decoder_layers.1.cross_attn.W_o.weight"][:, 96:])
+    old = before["decoder_layers.1.cross_attn.W_o.weight"]
+    assert (weight[:, 64:96] == 0).all(), (
+        "remove_head must zero the head's d_k columns of W_o (the inputs it reads the head "
+        "from): are its rows zeroed instead, or the wrong head's columns?")
+    assert torch.equal(weight[:, :64], old[:, :64]), (
+        "remove_head must leave the other heads' columns of W_o unchanged: is the head's "
+        "slice off by one, or the wrong head's columns zeroed?")
+    assert torch.equal(weight[:, 96:], old[:, 96:]), (
+        "remove_head must leave the other heads' columns of W_o unchanged: is the head's "
+        "slice one column too wide?")
 
 
 def test_remove_head_names_map_to_their_modules():
@@ -64,7 +74,10 @@ def test_greedy_pruning_recomputes_costs():
     assert curve == [{"removed": [], "test_exact_match": 1.0},
                      {"removed": ["B"], "test_exact_match": 0.95},
                      {"removed": ["B", "C"], "test_exact_match": 0.6},
-                     {"removed": ["B", "C", "A"], "test_exact_match": 0.0}]
+                     {"removed": ["B", "C", "A"], "test_exact_match": 0.0}], (
+        "greedy_pruning must start at no head removed, then each time remove the head whose "
+        "removal keeps the highest score, recomputed after every removal: is the starting "
+        "point missing, the most useful head removed, or the costs ranked only once?")
 
 
 def test_greedy_pruning_breaks_ties_by_head_order():
@@ -84,16 +97,26 @@ def test_mean_attention_maps_shapes_and_means(tmp_path):
     torch.manual_seed(0)
     model = AdditionTransformer().eval()
     maps = mean_attention_maps(model, AdditionDataset(data, "test", "forward"))
-    assert maps["encoder"].shape == (2, 4, 7, 7) and maps["decoder_cross"].shape == (2, 4, 4, 7)
-    assert maps["decoder_self"].shape == (2, 4, 4, 4)
+    shapes = ("mean_attention_maps must give one [layers, heads, T_q, T_k] map per kind: "
+              "encoder [2, 4, 7, 7], decoder_self [2, 4, 4, 4], decoder_cross [2, 4, 4, 7]")
+    assert (maps["encoder"].shape == (2, 4, 7, 7)
+            and maps["decoder_cross"].shape == (2, 4, 4, 7)), shapes
+    assert maps["decoder_self"].shape == (2, 4, 4, 4), shapes
     for name in ("encoder", "decoder_self", "decoder_cross"):  # means of softmax rows
-        torch.testing.assert_close(maps[name].sum(-1), torch.ones(maps[name].shape[:-1]))
-    assert (maps["decoder_self"].triu(1) == 0).all()  # causal
+        torch.testing.assert_close(
+            maps[name].sum(-1), torch.ones(maps[name].shape[:-1]), msg=lambda m, name=name: (
+                f"every row of the {name} map must sum to 1, as a mean of softmax rows does"
+                f"\n{m}"))
+    assert (maps["decoder_self"].triu(1) == 0).all(), (  # causal
+        "the decoder_self map must be causal: zero above the diagonal")
     # the mean over six sums is the mean of the means over their two halves
     first = mean_attention_maps(model, AdditionDataset(data, "test", "forward", max_pairs=3))
     second = mean_attention_maps(model, AdditionDataset(data, "val", "forward"))
     for name in ("encoder", "decoder_self", "decoder_cross"):
-        torch.testing.assert_close(maps[name], (first[name] + second[name]) / 2)
+        torch.testing.assert_close(
+            maps[name], (first[name] + second[name]) / 2, msg=lambda m, name=name: (
+                f"the {name} map must be the mean over every example of the dataset: is it "
+                f"one example's map (the first) or a mean over part of the dataset only?\n{m}"))
 
 
 def test_head_removal_scorer_matches_greedy_decoding(tmp_path):

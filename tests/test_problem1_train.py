@@ -19,9 +19,11 @@ pytestmark = pytest.mark.p1d
 def test_steps_to_95():
     log = [{"step": 50 * (i + 1), "val_exact_match": em} for i, em in
            enumerate([0.1, 0.9499, 0.95, 0.5, 0.99])]
-    assert steps_to_95(log) == 150  # the first step that reaches 0.95, inclusive
-    assert steps_to_95(log[:2]) is None
-    assert steps_to_95([]) is None
+    assert steps_to_95(log) == 150, (  # the first step that reaches 0.95, inclusive
+        "steps_to_95 must return the first step whose val_exact_match reaches 0.95, 0.95 "
+        "itself included: is the comparison strict (>), or the last such step returned?")
+    assert steps_to_95(log[:2]) is None, "steps_to_95 must return None if no step reaches 0.95"
+    assert steps_to_95([]) is None, "steps_to_95 must return None for an empty log"
 
 
 def test_train_step_takes_one_step_on_the_teacher_forced_loss():
@@ -36,10 +38,12 @@ def test_train_step_takes_one_step_on_the_teacher_forced_loss():
     logits, _ = twin(src, tgt_in)
     expected = F.cross_entropy(logits.reshape(-1, 12), tgt_out.reshape(-1))
     loss = train_step(model, torch.optim.Adam(model.parameters(), lr=1e-3), src, tgt_in, tgt_out)
-    assert float(loss) == pytest.approx(expected.item(), rel=1e-5)
+    assert float(loss) == pytest.approx(expected.item(), rel=1e-5), (
+        "train_step must return the mean cross-entropy of the logits against tgt_out: is the "
+        "loss summed instead of averaged, or computed against the wrong targets?")
     changed = [name for name, p in model.named_parameters()
                if not torch.equal(p, twin.state_dict()[name])]
-    assert changed  # the optimizer took its step
+    assert changed, "train_step must take an optimizer step: no parameter changed"
 
 
 def test_validate_decodes_greedily(tmp_path):
@@ -54,8 +58,12 @@ def test_validate_decodes_greedily(tmp_path):
     dataset.tgt_out[0, 3] = (predicted[0, 3] + 1) % 10  # ... but for one digit of one sum
     exact, token = validate(model, dataset)
     n = len(dataset)
-    assert float(exact) == pytest.approx((n - 1) / n)
-    assert float(token) == pytest.approx((4 * n - 1) / (4 * n))
+    assert float(exact) == pytest.approx((n - 1) / n), (
+        "validate must score the model's own greedy decoding (model.generate), one sum wrong "
+        "here: is it teacher-forced on tgt_in instead?")
+    assert float(token) == pytest.approx((4 * n - 1) / (4 * n)), (
+        "validate's token accuracy must be over the greedily decoded digits, one digit wrong "
+        "here: is it teacher-forced on tgt_in instead?")
 
 
 def test_train_end_to_end(tmp_path):

@@ -23,13 +23,19 @@ def problem2_tiny_data(tmp_path):
 def test_offset_dataset_targets(problem2_tiny_data, split, shape):
     raw = np.load(problem2_tiny_data / "offset" / f"{split}.npy")
     dataset = OffsetDataset(problem2_tiny_data, split, k=7)
-    assert len(dataset) == shape[0]
+    assert len(dataset) == shape[0], "OffsetDataset must hold one item per row of the file"
     tokens, targets = dataset[1]
-    assert tokens.dtype == torch.long and targets.dtype == torch.long
-    assert tokens.shape == targets.shape == (shape[1],)
-    assert tokens.tolist() == raw[1].tolist()
-    assert targets[:7].tolist() == [IGNORE_INDEX] * 7
-    assert targets[7:].tolist() == raw[1, :-7].tolist()
+    assert tokens.dtype == torch.long and targets.dtype == torch.long, (
+        "tokens and targets must be torch.long")
+    assert tokens.shape == targets.shape == (shape[1],), (
+        "an item must be one row: tokens and targets of the row's length")
+    assert tokens.tolist() == raw[1].tolist(), "tokens must be the file's row, unchanged"
+    assert targets[:7].tolist() == [IGNORE_INDEX] * 7, (
+        "the first k positions have no token k back, so their target must be IGNORE_INDEX: "
+        "are they left at 0, or does the target look k ahead instead of k back?")
+    assert targets[7:].tolist() == raw[1, :-7].tolist(), (
+        "the target at position t must be the token at t - k: is it the token k - 1 back "
+        "(off by one), or k ahead?")
 
 
 def test_offset_dataset_other_k(problem2_tiny_data):

@@ -59,19 +59,27 @@ def test_per_position_counts_with_a_stub_model():
     targets = torch.full_like(tokens, IGNORE_INDEX)
     targets[:, 7:] = tokens[:, :-7]
     counts = evaluate.per_position_counts(ReadsKeyAtDistance(7), tokens, targets, batch_size=1)
-    assert counts["count"].tolist() == [0] * 7 + [2] * 121
+    assert counts["count"].tolist() == [0] * 7 + [2] * 121, (
+        "per_position_counts' count must be the number of targets at each position, summed "
+        "over the sequences: are positions without a target (IGNORE_INDEX) counted?")
     # Token 0 is the target in sequence 0 at positions 7..70: 57 + 7 of 121 targets.
-    assert counts["correct"].tolist() == [0] * 7 + [1] * 64 + [0] * 57
+    assert counts["correct"].tolist() == [0] * 7 + [1] * 64 + [0] * 57, (
+        "per_position_counts' correct must count the right predictions at each position, "
+        "summed over the sequences and batches, positions without a target never right")
     m = evaluate.position_metrics(counts["correct"], counts["count"])
-    assert as_float(m["in_range"]) == pytest.approx(57 / 114)
-    assert as_float(m["beyond"]) == pytest.approx(7 / 128)
+    assert as_float(m["in_range"]) == pytest.approx(57 / 114), (
+        "in_range must pool the counts of the positions below the training length")
+    assert as_float(m["beyond"]) == pytest.approx(7 / 128), (
+        "beyond must pool the counts of the positions from the training length on")
 
 
 def test_pairwise_rotary_by_hand():
     # d = 4: theta = (1, 0.01); (1, 0, 0, 1) at p = 2 -> (cos 2, sin 2, -sin .02, cos .02).
     out = evaluate.pairwise_rotary(torch.tensor([[1.0, 0.0, 0.0, 1.0]]), torch.tensor([2]))
     expected = [math.cos(2), math.sin(2), -math.sin(0.02), math.cos(0.02)]
-    assert out[0].tolist() == pytest.approx(expected, abs=1e-12)
+    assert out[0].tolist() == pytest.approx(expected, abs=1e-12), (
+        "pairwise_rotary must rotate each pair (x_2i, x_2i+1) by the angle +p theta_i, as "
+        "apply_rotary does: does it rotate the wrong way (the signs of the sines swapped)?")
 
 
 def test_metrics(problem2_runs):
@@ -80,13 +88,24 @@ def test_metrics(problem2_runs):
     assert set(metrics) == {*POSITIONS, "checks", "bag_of_tokens_ceiling"}
     for position in POSITIONS:
         m = metrics[position]
-        assert 0 <= m["in_range"] <= 1 and 0 <= m["beyond"] <= 1
-        assert len(m["beyond_buckets"]) == 4 and m["buckets"][4:] == m["beyond_buckets"]
+        assert 0 <= m["in_range"] <= 1 and 0 <= m["beyond"] <= 1, (
+            "in_range and beyond must be accuracies between 0 and 1 (position scheme "
+            f"{position})")
+        assert len(m["beyond_buckets"]) == 4 and m["buckets"][4:] == m["beyond_buckets"], (
+            "buckets must hold the four in-range buckets, then the four beyond_buckets "
+            f"(position scheme {position})")
         # Equal-sized buckets: beyond is their mean.
-        assert m["beyond"] == pytest.approx(sum(m["beyond_buckets"]) / 4)
-        assert len(m["per_position"]) == 128 and m["per_position"][:7] == [None] * 7
+        assert m["beyond"] == pytest.approx(sum(m["beyond_buckets"]) / 4), (
+            "beyond must pool the positions of its four equal-sized buckets: do its range and "
+            f"the buckets' ranges differ (position scheme {position})?")
+        assert len(m["per_position"]) == 128 and m["per_position"][:7] == [None] * 7, (
+            "per_position must hold 128 accuracies, None where a position has no target "
+            f"(position scheme {position})")
         # in_range pools positions 7..63 (57 per sequence), the per-position accuracies agree
-        assert m["in_range"] == pytest.approx(sum(m["per_position"][7:64]) / 57)
+        in_range = sum(m["per_position"][7:64]) / 57
+        assert m["in_range"] == pytest.approx(in_range), (
+            "in_range must pool every position below the training length, the last one "
+            f"included: does its range stop one short (position scheme {position})?")
 
 
 def test_checks(problem2_runs):

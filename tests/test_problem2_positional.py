@@ -38,14 +38,19 @@ def is_real_number(value) -> bool:
 def test_sinusoidal_table_hand_picked_entries_d4():
     # d = 4: omega_0 = 1, omega_1 = 10000^(-2/4) = 0.01; interleaved sin, cos.
     table = sinusoidal_table(5, 4)
-    assert table.shape == (5, 4) and table.dtype == torch.float32
+    assert table.shape == (5, 4) and table.dtype == torch.float32, (
+        "sinusoidal_table must return a float32 [max_len, d_model] table")
     expected = {
         0: [0.0, 1.0, 0.0, 1.0],
         1: [0.8414709848, 0.5403023059, 0.0099998333, 0.9999500004],
         3: [0.1411200081, -0.9899924966, 0.0299955002, 0.9995500337],
     }
     for p, row in expected.items():
-        torch.testing.assert_close(table[p], torch.tensor(row), atol=1e-6, rtol=0)
+        torch.testing.assert_close(
+            table[p], torch.tensor(row), atol=1e-6, rtol=0, msg=lambda m, p=p: (
+                f"row {p} must hold (sin p omega_i, cos p omega_i) in interleaved pairs, "
+                "positions counted from 0: are sin and cos swapped, put in two halves, or "
+                f"positions counted from 1?\n{m}"))
 
 
 @p2b
@@ -68,11 +73,16 @@ def test_shift_rotation_moves_every_row(shift):
     table = sinusoidal_table(128 + shift, d)
     R = shift_rotation(shift, d)
     # PE[p + s] = R_s PE[p] for every p at once: rows are PE[p], so PE[p+s]^T = PE[p]^T R^T.
-    torch.testing.assert_close(table[shift:shift + 128], table[:128] @ R.T, atol=5e-5, rtol=0)
-    assert R.shape == (d, d) and R.dtype == torch.float32
+    torch.testing.assert_close(
+        table[shift:shift + 128], table[:128] @ R.T, atol=5e-5, rtol=0, msg=lambda m: (
+            "shift_rotation(s) must map PE[p] to PE[p + s] for every p: is the rotation "
+            f"transposed (a shift by -s), or are its angles not s omega_i?\n{m}"))
+    assert R.shape == (d, d) and R.dtype == torch.float32, (
+        "shift_rotation must return a float32 [d, d] matrix")
     # Block diagonal: nothing outside the 2x2 blocks on (2i, 2i+1).
     block = torch.block_diag(*[torch.ones(2, 2)] * (d // 2)).bool()
-    assert (R[~block] == 0).all()
+    assert (R[~block] == 0).all(), (
+        "shift_rotation must be block diagonal, one 2x2 block per pair (2i, 2i+1)")
 
 
 @p2b
@@ -86,8 +96,11 @@ def test_shift_rotation_zero_is_identity():
 @p2c
 def test_rotary_frequencies_equal_sinusoidal_frequencies():
     theta = rotary_frequencies(8)
-    assert theta.shape == (4,) and theta.dtype == torch.float32
-    torch.testing.assert_close(theta, torch.tensor([1.0, 0.1, 0.01, 0.001]))
+    assert theta.shape == (4,) and theta.dtype == torch.float32, (
+        "rotary_frequencies must return d / 2 float32 frequencies")
+    torch.testing.assert_close(theta, torch.tensor([1.0, 0.1, 0.01, 0.001]), msg=lambda m: (
+        "rotary_frequencies must be theta_i = 10000^(-2i/d), the sinusoidal table's "
+        f"frequencies: are they doubled, or the exponent's 2i or d wrong?\n{m}"))
 
 
 def complex_rotation(x: torch.Tensor, positions: list[int]) -> torch.Tensor:
@@ -110,8 +123,12 @@ def test_apply_rotary_matches_complex_rotation():
     x = torch.randn(2, 3, 5, 8, generator=g)  # [..., T=5, d=8]
     positions = [0, 1, 4, 9, 100]
     out = apply_rotary(x, torch.tensor(positions))
-    assert out.shape == x.shape and out.dtype == torch.float32
-    torch.testing.assert_close(out.double(), complex_rotation(x, positions), atol=1e-5, rtol=0)
+    assert out.shape == x.shape and out.dtype == torch.float32, (
+        "apply_rotary must keep the input's shape and dtype")
+    torch.testing.assert_close(
+        out.double(), complex_rotation(x, positions), atol=1e-5, rtol=0, msg=lambda m: (
+            "apply_rotary must rotate each pair (x_2i, x_2i+1) by +p theta_i at the position p "
+            f"given: does it rotate the wrong way, or count positions from 1?\n{m}"))
 
 
 @p2c
@@ -159,8 +176,11 @@ def test_score_shift_sinusoidal_hand_value():
     # so moving (10, 3) to (11, 4) changes it by |sin 4 - sin 3| = 0.8979225.
     q, k = torch.tensor([1.0, 0.0]), torch.tensor([0.0, 0.0])
     change = score_shift_invariance(q, k, 1, "sinusoidal")
-    assert is_real_number(change)  # a float of any kind: Python's, NumPy's, a 0-d tensor
-    assert float(change) == pytest.approx(abs(math.sin(4) - math.sin(3)), abs=1e-5)
+    assert is_real_number(change), (  # a float of any kind: Python's, NumPy's, a 0-d tensor
+        "score_shift_invariance must return one real number")
+    assert float(change) == pytest.approx(abs(math.sin(4) - math.sin(3)), abs=1e-5), (
+        "score_shift_invariance must return the absolute change of the score under the shift: "
+        "is the sign kept, or the two positions not shifted together?")
 
 
 @p2c

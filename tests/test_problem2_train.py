@@ -40,8 +40,12 @@ def test_loss_and_correct_by_hand():
     targets = torch.tensor([[0, 0, IGNORE_INDEX]])
     loss_sum, correct, count = train.loss_and_correct(logits, targets)
     expected = -math.log(math.exp(2) / (math.exp(2) + 1)) - math.log(1 / (1 + math.e))
-    assert float(loss_sum) == pytest.approx(expected, rel=1e-6)
-    assert (int(correct), int(count)) == (1, 2)
+    assert float(loss_sum) == pytest.approx(expected, rel=1e-6), (
+        "loss_and_correct must return the summed cross-entropy over the positions with a "
+        "target: is it the mean instead of the sum, or are ignored positions included?")
+    assert (int(correct), int(count)) == (1, 2), (
+        "loss_and_correct must count only the positions with a target (not IGNORE_INDEX), "
+        "for both correct and count: are ignored positions counted?")
 
 
 def test_training_log(problem2_runs):
@@ -123,7 +127,8 @@ def test_train_epoch_stops_after_max_steps():
     result = train.train_epoch(model, torch.optim.SGD(model.parameters(), lr=0.5), tokens,
                                targets, torch.Generator().manual_seed(7), batch_size=4,
                                max_steps=2)
-    assert int(result["steps"]) == 2, "train_epoch must stop after max_steps steps"
+    assert int(result["steps"]) == 2, (
+        "train_epoch must stop after max_steps steps: is the check off by one?")
 
 
 def test_train_epoch_trains_and_evaluate_split_evaluates_in_their_modes():

@@ -23,9 +23,13 @@ def names_line(message: str, path: Path, line: int) -> bool:
 
 def test_build_vocab_has_the_22_tokens_and_specials():
     vocab = build_vocab(TRAIN_FIXTURE)
-    assert len(vocab) == 25 and vocab.itos[:3] == ["<pad>", "<bos>", "<eos>"]
-    assert vocab.chemistry_tokens == sorted(vocab.chemistry_tokens)
-    assert {"Cl", "Br", "[nH]", "c"} <= set(vocab.chemistry_tokens)
+    assert len(vocab) == 25 and vocab.itos[:3] == ["<pad>", "<bos>", "<eos>"], (
+        "build_vocab must hold the three specials, then every token of every line of the "
+        "training file (22 here): are only some of the lines read?")
+    assert vocab.chemistry_tokens == sorted(vocab.chemistry_tokens), (
+        "build_vocab must sort the chemistry tokens")
+    assert {"Cl", "Br", "[nH]", "c"} <= set(vocab.chemistry_tokens), (
+        "build_vocab must collect whole tokens (Cl, Br, [nH]) from tokenize, not characters")
 
 
 def test_dataset_item_layout(tmp_path):
@@ -34,14 +38,20 @@ def test_dataset_item_layout(tmp_path):
     path.write_text("CCO\n")
     inputs, targets = SmilesDataset(path, vocab, max_len=8)[0]
     C, O = vocab.stoi["C"], vocab.stoi["O"]
-    assert inputs.dtype == targets.dtype == torch.long and inputs.shape == targets.shape == (7,)
-    assert inputs.tolist() == [BOS, C, C, O, EOS, PAD, PAD]
-    assert targets.tolist() == [C, C, O, EOS, IGNORE_INDEX, IGNORE_INDEX, IGNORE_INDEX]
+    assert inputs.dtype == targets.dtype == torch.long and inputs.shape == targets.shape == (7,), (
+        "an item must be two torch.long tensors of max_len - 1 positions")
+    assert inputs.tolist() == [BOS, C, C, O, EOS, PAD, PAD], (
+        "inputs must be BOS, the string's tokens, EOS, then PAD, without the last position")
+    assert targets.tolist() == [C, C, O, EOS, IGNORE_INDEX, IGNORE_INDEX, IGNORE_INDEX], (
+        "targets must be the sequence shifted left by one (the next token), IGNORE_INDEX where "
+        "the next token is PAD: are the targets not shifted, or PAD targets left in?")
     # The longest allowed string (max_len - 2 = 9 tokens) fills every position; no PAD.
     path.write_text("c1ccccc1Cl\n")
     inputs, targets = SmilesDataset(path, vocab, max_len=11)[0]
-    assert inputs[0] == BOS and inputs[-1] == vocab.stoi["Cl"]
-    assert targets[-1] == EOS and (targets != IGNORE_INDEX).all()
+    assert inputs[0] == BOS and inputs[-1] == vocab.stoi["Cl"], (
+        "a string of max_len - 2 tokens must fill the inputs: BOS first, its last token last")
+    assert targets[-1] == EOS and (targets != IGNORE_INDEX).all(), (
+        "a string of max_len - 2 tokens must fill the targets, EOS last, none ignored")
 
 
 def test_dataset_target_is_input_shifted_by_one():

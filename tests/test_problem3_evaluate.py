@@ -27,12 +27,20 @@ def test_validity_uniqueness_novelty_by_hand():
     samples = ["CCO", "OCC", "C1CC", "", "c1ccccc1", "CC(", "CCN", "c1cccc1"]
     train = {ev.canonical("CCN")}
     m = ev.sample_metrics(samples, train)
-    assert m["num_samples"] == 8
-    assert float(m["validity"]) == pytest.approx(4 / 8)  # CCO, OCC, benzene, CCN
-    assert float(m["well_formed"]) == pytest.approx(5 / 8)  # those four and the invalid c1cccc1
-    assert float(m["uniqueness"]) == pytest.approx(3 / 4)  # OCC is CCO
-    assert float(m["novelty"]) == pytest.approx(2 / 3)  # CCN is in the training set
-    assert ev.sample_metrics(["CC(", "C1"], train)["uniqueness"] is None
+    assert m["num_samples"] == 8, "num_samples must count every sample, empty ones included"
+    assert float(m["validity"]) == pytest.approx(4 / 8), (  # CCO, OCC, benzene, CCN
+        "validity must be the valid samples over all samples, empty ones included: is it over "
+        "the non-empty samples only?")
+    assert float(m["well_formed"]) == pytest.approx(5 / 8), (  # the four and invalid c1cccc1
+        "well_formed must be the well-formed samples over all samples, valid or not")
+    assert float(m["uniqueness"]) == pytest.approx(3 / 4), (  # OCC is CCO
+        "uniqueness must be the distinct canonical SMILES over the valid samples: is it over "
+        "all samples, or counted on the raw strings instead of the canonical ones?")
+    assert float(m["novelty"]) == pytest.approx(2 / 3), (  # CCN is in the training set
+        "novelty must be the distinct valid molecules not in the training set over all "
+        "distinct valid molecules: is it over the valid samples, duplicates counted?")
+    assert ev.sample_metrics(["CC(", "C1"], train)["uniqueness"] is None, (
+        "uniqueness must be None when no sample is valid")
 
 
 def test_breakdown_bins_and_fractions():
@@ -52,11 +60,16 @@ def test_sweep_entry_early_gradient_statistics():
            "final_val_loss": 2.5}
     entry = ev.sweep_entry(log)
     assert (entry["run"], entry["norm"], entry["lr"], entry["warmup"]) == (
-        "post_lr0.03_w0_s1500", "post", 0.03, 0)
-    assert entry["final_val_loss"] == 2.5
-    assert entry["head_grad_norm_mean_100"] == 3.0 and entry["head_grad_norm_max_100"] == 4.0
-    assert not entry["trains"]
-    assert ev.sweep_entry({**log, "final_val_loss": 1.99})["trains"]
+        "post_lr0.03_w0_s1500", "post", 0.03, 0), (
+        "sweep_entry must copy run from the log and norm, lr and warmup from its config")
+    assert entry["final_val_loss"] == 2.5, "sweep_entry must copy the log's final_val_loss"
+    assert entry["head_grad_norm_mean_100"] == 3.0 and entry["head_grad_norm_max_100"] == 4.0, (
+        "head_grad_norm_mean_100 and head_grad_norm_max_100 must be the mean and the maximum "
+        "of the head gradient norms logged up to step 100 only: is the maximum computed as a "
+        "mean, or are later steps included?")
+    assert not entry["trains"], "trains must be False for a final loss above the threshold"
+    assert ev.sweep_entry({**log, "final_val_loss": 1.99})["trains"], (
+        "trains must be True for a final loss below the threshold")
 
 
 def test_evaluate_end_to_end(data_dir, tmp_path, capsys):

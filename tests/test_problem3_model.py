@@ -12,8 +12,10 @@ pytestmark = pytest.mark.p3b
 
 def test_causal_mask():
     assert causal_mask(3).tolist() == [[True, False, False], [True, True, False],
-                                       [True, True, True]]
-    assert causal_mask(4).dtype == torch.bool
+                                       [True, True, True]], (
+        "causal_mask must be True on and below the diagonal (position t sees 0..t): is the "
+        "diagonal left out, or the triangle flipped?")
+    assert causal_mask(4).dtype == torch.bool, "causal_mask must return a bool tensor"
 
 
 def test_post_block_output_is_normalized_per_token_and_pre_is_not():
@@ -36,15 +38,23 @@ def test_block_is_causal(norm):
     changed = x.clone()
     changed[:, 3:] += 1.0
     a, b = block(x, causal_mask(5)), block(changed, causal_mask(5))
-    torch.testing.assert_close(a[:, :3], b[:, :3])
-    assert not torch.allclose(a[:, 3:], b[:, 3:])
+    torch.testing.assert_close(a[:, :3], b[:, :3], msg=lambda m: (
+        "a Block must be causal: changing later tokens changed earlier outputs (is the mask "
+        f"not passed to the attention, or are the heads merged without the transpose?)\n{m}"))
+    assert not torch.allclose(a[:, 3:], b[:, 3:]), (
+        "a Block's output must depend on its own token: changing tokens 3.. changed nothing")
 
 
 def test_final_layernorm_only_for_pre():
-    assert isinstance(tiny_lm(norm="pre").ln_f, torch.nn.LayerNorm)
+    assert isinstance(tiny_lm(norm="pre").ln_f, torch.nn.LayerNorm), (
+        "a pre-LN DecoderLM must end in a final LayerNorm ln_f")
     post = tiny_lm(norm="post")
-    assert not isinstance(post.ln_f, torch.nn.LayerNorm)
-    assert sum(isinstance(m, torch.nn.LayerNorm) for m in post.modules()) == 4  # 2 per block
+    assert not isinstance(post.ln_f, torch.nn.LayerNorm), (
+        "a post-LN DecoderLM must have no final LayerNorm (ln_f an nn.Identity): its last "
+        "block already ends in one")
+    n_norms = sum(isinstance(m, torch.nn.LayerNorm) for m in post.modules())
+    assert n_norms == 4, (  # 2 per block
+        "a post-LN DecoderLM must hold two LayerNorms per block and no other")
 
 
 @pytest.mark.parametrize("norm", ["pre", "post"])
@@ -70,5 +80,8 @@ def test_embeddings_are_not_scaled_and_use_default_init():
 
     model.blocks[0].register_forward_pre_hook(record, with_kwargs=True)
     model(ids)
-    torch.testing.assert_close(block_in[0], x)
-    assert 0.8 < model.tok_emb.weight.std() < 1.2  # nn.Embedding's N(0, 1)
+    torch.testing.assert_close(block_in[0], x, msg=lambda m: (
+        "the first block's input must be tok_emb(ids) + pos_emb(positions), unscaled: is the "
+        f"position embedding left out, or an embedding scaled (by sqrt(d_model))?\n{m}"))
+    assert 0.8 < model.tok_emb.weight.std() < 1.2, (  # nn.Embedding's N(0, 1)
+        "tok_emb must keep nn.Embedding's default N(0, 1) initialization")

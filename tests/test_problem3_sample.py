@@ -60,9 +60,12 @@ class ScriptedLM(torch.nn.Module):
 def test_generate_stops_at_eos_and_caps_the_length(vocab):
     C, O = vocab.stoi["C"], vocab.stoi["O"]
     model = ScriptedLM([C, C, O, EOS, C, C], len(vocab))
-    assert generate(model, vocab, 3, batch_size=2) == ["CCO"] * 3
+    assert generate(model, vocab, 3, batch_size=2) == ["CCO"] * 3, (
+        "each sample must end at its first EOS, and num_samples must be drawn across batches")
     endless = ScriptedLM([C] * 100, len(vocab))
-    assert generate(endless, vocab, 1, max_len=8) == ["C" * 6]  # max_len counts BOS and EOS
+    assert generate(endless, vocab, 1, max_len=8) == ["C" * 6], (  # max_len counts BOS, EOS
+        "a sample without EOS must stop at max_len - 2 tokens (max_len counts BOS and EOS): "
+        "is the sampling loop one step too long?")
 
 
 def test_generate_is_seeded_and_lower_temperature_lowers_diversity(vocab):
@@ -74,8 +77,13 @@ def test_generate_is_seeded_and_lower_temperature_lowers_diversity(vocab):
         return generate(model, vocab, 200, temperature=t, max_len=12,
                         generator=torch.Generator().manual_seed(seed))
 
-    assert draw(1.0) == draw(1.0) and draw(1.0) != draw(1.0, seed=1)
-    assert len(set(draw(0.2))) < len(set(draw(1.0))) < len(set(draw(3.0)))
+    assert draw(1.0) == draw(1.0) and draw(1.0) != draw(1.0, seed=1), (
+        "generate must sample with torch.multinomial from the generator given: one seed must "
+        "give the same samples, another seed others (is the generator not passed, or the "
+        "argmax taken instead of sampling?)")
+    assert len(set(draw(0.2))) < len(set(draw(1.0))) < len(set(draw(3.0))), (
+        "a lower temperature must give fewer distinct samples: are the logits multiplied by "
+        "the temperature instead of divided?")
 
 
 def test_sample_script_writes_the_samples(tmp_path):
@@ -124,12 +132,16 @@ ILL_FORMED = [
 
 def test_well_formed():
     wrong = [smiles for smiles in WELL_FORMED if not ev.is_well_formed(smiles)]
-    assert not wrong, f"well-formed, but is_well_formed says no: {wrong}"
+    assert not wrong, (
+        "is_well_formed must accept these well-formed strings (a ring digit closes its open "
+        f"ring and may be reused after): is a ring digit never closed? It said no to {wrong}")
 
 
 def test_ill_formed():
     wrong = [smiles for smiles in ILL_FORMED if ev.is_well_formed(smiles)]
-    assert not wrong, f"ill-formed, but is_well_formed says yes: {wrong}"
+    assert not wrong, (
+        "is_well_formed must reject these ill-formed strings: is the empty string accepted, "
+        f"a ')' before its '(', or a ring or bracket left open? It said yes to {wrong}")
 
 
 def test_every_valid_training_string_is_well_formed():
@@ -157,4 +169,6 @@ RING_SPANS = [
 def test_max_open_ring_span():
     got = {smiles: ev.max_open_ring_span(smiles) for smiles, _ in RING_SPANS}
     wrong = {smiles: (got[smiles], span) for smiles, span in RING_SPANS if got[smiles] != span}
-    assert not wrong, f"{{string: (max_open_ring_span, expected)}}: {wrong}"
+    assert not wrong, (
+        "max_open_ring_span must be the longest span of a closed ring, 0 for a string "
+        f"without one: is the default for no ring not 0? {{string: (got, expected)}}: {wrong}")

@@ -32,8 +32,10 @@ LR_CASES = [  # (step, warmup, expected) at peak 1e-3
 
 def test_lr_at_step():
     got = [float(tr.lr_at_step(step, 1e-3, warmup)) for step, warmup, _ in LR_CASES]
-    assert got == pytest.approx([expected for _, _, expected in LR_CASES], rel=1e-12), \
-        f"(step, warmup) {[case[:2] for case in LR_CASES]}"
+    assert got == pytest.approx([expected for _, _, expected in LR_CASES], rel=1e-12), (
+        "lr_at_step must rise linearly to the peak, peak * step / warmup with steps counted "
+        "from 1, then stay at the peak (no warmup: the peak from step 1): is warmup counted "
+        f"from step 0, or never capped at the peak? (step, warmup) {[c[:2] for c in LR_CASES]}")
 
 
 def test_train_step_logs_gradient_norms_before_clipping():
@@ -50,16 +52,27 @@ def test_train_step_logs_gradient_norms_before_clipping():
                                ignore_index=-100)
     ref_loss.backward()
     grads = [p.grad for p in twin.parameters()]
-    assert float(loss) == pytest.approx(ref_loss.item(), rel=1e-6)
-    assert float(head_norm) == pytest.approx(twin.head.weight.grad.pow(2).sum().sqrt().item(),
-                                             rel=1e-5)
+    assert float(loss) == pytest.approx(ref_loss.item(), rel=1e-6), (
+        "train_step must return the mean cross-entropy over the positions with a target: are "
+        "the IGNORE_INDEX (padding) positions in the loss?")
+    head_grad = twin.head.weight.grad.pow(2).sum().sqrt().item()
+    assert float(head_norm) == pytest.approx(head_grad, rel=1e-5), (
+        "train_step must log the norm of head.weight's gradient before clipping: is it "
+        "measured after clip_grad_norm_, or on another parameter?")
     expected_total = math.sqrt(sum(g.pow(2).sum().item() for g in grads))
-    assert float(total_norm) == pytest.approx(expected_total, rel=1e-5)
-    assert float(total_norm) > CLIP_NORM  # so the step below used clipped gradients
+    assert float(total_norm) == pytest.approx(expected_total, rel=1e-5), (
+        "train_step must log the total gradient norm before clipping (what clip_grad_norm_ "
+        "returns): is it measured after clipping?")
+    assert float(total_norm) > CLIP_NORM, (  # so the step below used clipped gradients
+        "the total gradient norm logged must be the unclipped one, above CLIP_NORM here")
     # SGD at lr 1: the update is the clipped gradient, of norm exactly CLIP_NORM.
     update = [(p0 - p1) for p0, p1 in zip(twin.parameters(), model.parameters())]
-    assert math.sqrt(sum(u.pow(2).sum().item() for u in update)) == pytest.approx(1.0, rel=1e-4)
-    assert optimizer.param_groups[0]["lr"] == 1.0
+    update_norm = math.sqrt(sum(u.pow(2).sum().item() for u in update))
+    assert update_norm == pytest.approx(1.0, rel=1e-4), (
+        "with SGD at lr 1 the update must be the gradient clipped to norm CLIP_NORM: are the "
+        "gradients not clipped, or the lr given never set in the optimizer's param_groups?")
+    assert optimizer.param_groups[0]["lr"] == 1.0, (
+        "train_step must set the lr given in every param group of the optimizer")
 
 
 def test_train_end_to_end(data_dir, tmp_path, monkeypatch):

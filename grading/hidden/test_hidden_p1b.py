@@ -101,5 +101,8 @@ def test_mha_keys_and_values_may_differ():
     k = mha.W_k(key).view(1, 4, 2, 4).transpose(1, 2)
     v = mha.W_v(value).view(1, 4, 2, 4).transpose(1, 2)
     expected = F.scaled_dot_product_attention(q, k, v).transpose(1, 2).reshape(1, 2, 8)
-    torch.testing.assert_close(out, mha.W_o(expected))
-    assert weights.shape == (1, 2, 2, 4)
+    torch.testing.assert_close(out, mha.W_o(expected), msg=lambda m: (
+        "MultiHeadAttention must project the query, key and value inputs each with its own "
+        f"projection: are the values projected from the key input?\n{m}"))
+    assert weights.shape == (1, 2, 2, 4), (
+        "MultiHeadAttention's weights must be [B, h, T_q, T_k], T_k the key input's length")

@@ -33,8 +33,12 @@ def test_encoder_layer_is_the_post_norm_formula():
     out, weights = layer(x)
     attended, expected_weights = layer.self_attn(x, x, x)
     h = layer_norm(x + attended, layer.norm1)
-    torch.testing.assert_close(out, layer_norm(h + layer.ffn(h), layer.norm2))
-    torch.testing.assert_close(weights, expected_weights)
+    torch.testing.assert_close(out, layer_norm(h + layer.ffn(h), layer.norm2), msg=lambda m: (
+        "EncoderLayer must be post-norm, a LayerNorm after each sublayer's residual sum: is a "
+        f"residual connection missing, or a norm applied before its sublayer?\n{m}"))
+    torch.testing.assert_close(weights, expected_weights, msg=lambda m: (
+        "EncoderLayer must return its self-attention's weights, computed on its input x: is "
+        f"the attention run on a normalized input (pre-norm)?\n{m}"))
 
 
 def test_decoder_layer_is_the_post_norm_formula():
@@ -47,9 +51,16 @@ def test_decoder_layer_is_the_post_norm_formula():
     h = layer_norm(x + attended, layer.norm1)
     attended, expected_cross = layer.cross_attn(h, memory, memory)
     h = layer_norm(h + attended, layer.norm2)
-    torch.testing.assert_close(out, layer_norm(h + layer.ffn(h), layer.norm3))
-    torch.testing.assert_close(self_w, expected_self)
-    torch.testing.assert_close(cross_w, expected_cross)
+    torch.testing.assert_close(out, layer_norm(h + layer.ffn(h), layer.norm3), msg=lambda m: (
+        "DecoderLayer must be post-norm, a LayerNorm after each of its three sublayers' "
+        "residual sums: is a residual connection missing, a norm misplaced, or the causal "
+        f"mask or the memory not used?\n{m}"))
+    torch.testing.assert_close(self_w, expected_self, msg=lambda m: (
+        "DecoderLayer must return its causal self-attention's weights: is the causal mask "
+        f"left out?\n{m}"))
+    torch.testing.assert_close(cross_w, expected_cross, msg=lambda m: (
+        "DecoderLayer must return its cross-attention's weights, queries from the decoder and "
+        f"keys from the memory: are they swapped?\n{m}"))
 
 
 def test_dropout_sits_on_the_sublayer_outputs():
@@ -62,12 +73,22 @@ def test_dropout_sits_on_the_sublayer_outputs():
     perturb(decoder)
     x, memory = torch.randn(2, 5, 16), torch.randn(2, 7, 16)
     out, weights = encoder(x)
-    torch.testing.assert_close(out, layer_norm(layer_norm(x, encoder.norm1), encoder.norm2))
-    torch.testing.assert_close(weights.sum(-1), torch.ones(2, 4, 5))  # no dropout on weights
+    dropout_place = ("must act on each sublayer's output before its residual sum, and nowhere "
+                     "else: is it applied to the layer's output after the norm, or to the "
+                     "residual path?")
+    torch.testing.assert_close(out, layer_norm(layer_norm(x, encoder.norm1), encoder.norm2),
+                               msg=lambda m: f"EncoderLayer's dropout {dropout_place}\n{m}")
+    torch.testing.assert_close(  # no dropout on weights
+        weights.sum(-1), torch.ones(2, 4, 5), msg=lambda m: (
+            "EncoderLayer must return the attention weights without dropout, rows summing to "
+            f"1\n{m}"))
     out, self_w, cross_w = decoder(x, memory)
     expected = layer_norm(layer_norm(layer_norm(x, decoder.norm1), decoder.norm2), decoder.norm3)
-    torch.testing.assert_close(out, expected)
-    torch.testing.assert_close(cross_w.sum(-1), torch.ones(2, 4, 5))
+    torch.testing.assert_close(out, expected,
+                               msg=lambda m: f"DecoderLayer's dropout {dropout_place}\n{m}")
+    torch.testing.assert_close(cross_w.sum(-1), torch.ones(2, 4, 5), msg=lambda m: (
+        "DecoderLayer must return the cross-attention weights without dropout, rows summing "
+        f"to 1\n{m}"))
 
 
 def test_decoder_passes_its_masks_on():

@@ -126,9 +126,15 @@ def test_mean_attention_maps_are_averages_of_single_examples(tmp_path):
             for name in expected:
                 expected[name] += torch.stack([w[0] for w in attention[name]]) / len(dataset)
     for name, value in expected.items():
-        assert maps[name].shape == value.shape and maps[name].device.type == "cpu"
-        torch.testing.assert_close(maps[name].float(), value, atol=1e-5, rtol=1e-4)
-    assert (maps["decoder_self"].triu(1) == 0).all()
+        assert maps[name].shape == value.shape and maps[name].device.type == "cpu", (
+            f"the {name} map must be a [layers, heads, T_q, T_k] tensor on the cpu")
+        torch.testing.assert_close(
+            maps[name].float(), value, atol=1e-5, rtol=1e-4, msg=lambda m, name=name: (
+                f"the {name} map must be the mean over the examples of the attention paid "
+                "while the model decoded its own greedy digits: is it taken with teacher "
+                f"forcing on tgt_in, or from one example only?\n{m}"))
+    assert (maps["decoder_self"].triu(1) == 0).all(), (
+        "the decoder_self map must be causal: zero above the diagonal")
 
 
 def test_removing_a_head_removes_exactly_its_term_from_the_output():

@@ -50,9 +50,13 @@ def test_evaluate_split_over_uneven_batches():
     targets = torch.tensor([[I, 1, 2, 1], [I, I, 1, 1], [I, 3, 3, 3], [I, 1, I, I], [I, 0, 1, 2]])
     result = evaluate_split(FixedLogits(row), tokens, targets, batch_size=2)
     wanted = [t for line in targets.tolist() for t in line if t != I]
-    assert float(result["accuracy"]) == pytest.approx(wanted.count(1) / len(wanted))
-    assert float(result["loss"]) == pytest.approx(
-        sum(cross_entropy(row, t) for t in wanted) / len(wanted), rel=1e-6)
+    assert float(result["accuracy"]) == pytest.approx(wanted.count(1) / len(wanted)), (
+        "evaluate_split's accuracy must pool the counts of every batch (all correct over all "
+        "targets): is it a mean of per-batch accuracies, wrong for uneven batches?")
+    mean_loss = sum(cross_entropy(row, t) for t in wanted) / len(wanted)
+    assert float(result["loss"]) == pytest.approx(mean_loss, rel=1e-6), (
+        "evaluate_split's loss must be the batches' summed losses over the number of targets: "
+        "is it a mean of per-batch means, or over every position, ignored ones included?")
 
 
 def offset_batch(n=10, T=16, k=3, seed=0):

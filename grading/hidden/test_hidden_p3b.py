@@ -64,7 +64,10 @@ def test_block_matches_the_written_out_formula(norm):
     block = Block(16, 4, 32, dropout=0.1, norm=norm).eval()
     perturb(block)
     x = torch.randn(2, 5, 16)
-    torch.testing.assert_close(block(x, causal_mask(5)), reference_block(block, x))
+    torch.testing.assert_close(block(x, causal_mask(5)), reference_block(block, x), msg=lambda m: (
+        f"a {norm}-LN Block must follow its formula (post: LayerNorm of the residual sum; pre: "
+        "LayerNorm of the sublayer's input only): is the norm in the wrong place, or the mask, "
+        f"scale or head layout of the attention wrong?\n{m}"))
 
 
 @pytest.mark.parametrize("norm, heads", [("pre", 4), ("post", 2), ("pre", 1)])

@@ -53,9 +53,13 @@ class MarkovLM(torch.nn.Module):
 def test_temperature_divides_the_logits(temperature, p_c):
     samples = generate(MarkovLM(0.8), VOCAB, 1000, temperature=temperature, max_len=10,
                        batch_size=250, generator=torch.Generator().manual_seed(0))
-    assert len(samples) == 1000 and set(samples) <= {"CN", "Ocno"}
+    assert len(samples) == 1000 and set(samples) <= {"CN", "Ocno"}, (
+        "generate must let every sample of a batch run to its own EOS: are the other samples "
+        "cut short when the first one ends, or is EOS not handled per sample?")
     # 1000 draws: the standard error is at most 0.016, the tolerance over four times that
-    assert samples.count("CN") / 1000 == pytest.approx(p_c, abs=0.065)
+    assert samples.count("CN") / 1000 == pytest.approx(p_c, abs=0.065), (
+        "generate must sample from softmax(logits / temperature): is the temperature "
+        "multiplying the logits, ignored, or the argmax taken instead of sampling?")
 
 
 def test_rows_end_at_their_own_eos_or_at_the_cap():

@@ -36,13 +36,19 @@ def test_the_same_molecule_written_twice_and_novelty_against_canonical_training(
 def test_breakdown_with_an_empty_bin_and_an_open_ended_one():
     samples = ["C", "CC", "CCO", "C1CC1", "CC(", "c1cccc1"]
     rows = ev.breakdown(samples, len, [(0, 2), (3, 3), (4, 4), (5, None)])
-    assert [r["bin"] for r in rows] == ["0-2", "3", "4", "5+"]
-    assert [r["count"] for r in rows] == [2, 2, 0, 2]
-    assert rows[0]["valid"] == 1.0 and rows[0]["ill_formed"] == 0.0
-    assert rows[1]["valid"] == 0.5 and rows[1]["ill_formed"] == 0.5  # CCO, CC(
-    assert rows[2]["valid"] is None and rows[2]["ill_formed"] is None
-    assert rows[2]["well_formed_invalid"] is None
-    assert rows[3]["valid"] == 0.5 and rows[3]["well_formed_invalid"] == 0.5
+    assert [r["bin"] for r in rows] == ["0-2", "3", "4", "5+"], (
+        "breakdown must label each bin with bin_label, one row per bin in the order given")
+    assert [r["count"] for r in rows] == [2, 2, 0, 2], (
+        "breakdown must count the samples in each bin, both bounds inclusive and None "
+        "meaning no upper bound: are the bounds exclusive, or the open-ended bin mishandled?")
+    fractions = ("breakdown must give each outcome's fraction of the bin's samples: is it over "
+                 "all samples instead of the bin's?")
+    assert rows[0]["valid"] == 1.0 and rows[0]["ill_formed"] == 0.0, fractions
+    assert rows[1]["valid"] == 0.5 and rows[1]["ill_formed"] == 0.5, fractions  # CCO, CC(
+    empty = "an empty bin's fractions must be None, not 0"
+    assert rows[2]["valid"] is None and rows[2]["ill_formed"] is None, empty
+    assert rows[2]["well_formed_invalid"] is None, empty
+    assert rows[3]["valid"] == 0.5 and rows[3]["well_formed_invalid"] == 0.5, fractions
 
 
 def log(final, early):
@@ -62,12 +68,19 @@ def test_sweep_entry_of_a_diverged_run():
 
 
 def test_sweep_entry_threshold_and_missing_points():
-    assert not ev.sweep_entry(log(2.0, [(50, 1.0), (100, 3.0)]))["trains"]  # below 2.0 only
+    assert not ev.sweep_entry(log(2.0, [(50, 1.0), (100, 3.0)]))["trains"], (  # below 2.0 only
+        "trains must need a final loss strictly below TRAIN_THRESHOLD: is a loss equal to the "
+        "threshold counted as training?")
     entry = ev.sweep_entry(log(1.2, [(50, 1.0), (100, 3.0), (150, 8.0), (200, 9.0)]))
-    assert entry["trains"]
-    assert float(entry["head_grad_norm_mean_100"]) == pytest.approx(2.0)
-    assert float(entry["head_grad_norm_max_100"]) == pytest.approx(3.0)
+    assert entry["trains"], "trains must be True for a final loss below TRAIN_THRESHOLD"
+    early_only = ("the early gradient statistics must use the log points of EARLY_STEPS only: "
+                  "are later points included?")
+    assert float(entry["head_grad_norm_mean_100"]) == pytest.approx(2.0), early_only
+    assert float(entry["head_grad_norm_max_100"]) == pytest.approx(3.0), early_only
     for early in ([(50, 1.0)], [(50, 1.0), (100, None)], [(100, 3.0), (150, 1.0)]):
         entry = ev.sweep_entry(log(1.2, early))
-        assert entry["head_grad_norm_mean_100"] is None, early
-        assert entry["head_grad_norm_max_100"] is None, early
+        missing = ("the early gradient statistics must be None unless every point of "
+                   "EARLY_STEPS is logged and finite: are they taken over the finite points "
+                   f"only?\n{early}")
+        assert entry["head_grad_norm_mean_100"] is None, missing
+        assert entry["head_grad_norm_max_100"] is None, missing
