@@ -176,7 +176,7 @@ $(P3)/seeds/seed%/metrics.json: \
   $(foreach c,$(P3_SEED_CELLS),$(P3)/seeds/seed%/training_log_$(c)_s1500.json)
 	$(RUN) -m problem3.evaluate --results_dir $(@D) $(COMMON)
 
-# Problem 3's long run at 10,000 samples (unique@10k as MOSES counts it). The weights are not
+# Problem 3's long run at 10,000 samples (uniqueness among 10,000 samples). The weights are not
 # committed, so on a fresh clone this trains the 4,000-step run again (43 min).
 samples10k: $(P3)/metrics_n10000.json
 $(P3)/samples_$(P3_MAIN)_n10000.txt: | $(P3)/model_$(P3_MAIN).pth

@@ -545,7 +545,7 @@ def p3_samples10k(m: dict, bands: dict) -> str:
     return (f"10,000 samples of `{large['run']}` at T = {large['temperature']:g} "
             f"(`results/metrics_n10000.json`; the first 1,000 are the samples above): "
             f"well-formed {fmt(every['well_formed'], 3)}, validity {fmt(every['validity'], 3)}, "
-            f"uniqueness (unique@10k) {fmt(every['uniqueness'], 4)}, i.e. {distinct:,} distinct "
+            f"uniqueness {fmt(every['uniqueness'], 4)}, i.e. {distinct:,} distinct "
             f"among {valid:,} valid, novelty {fmt(every['novelty'], 3)}. Over its ten blocks of "
             f"1,000: validity {spread('validity')}, uniqueness {spread('uniqueness')}, "
             f"novelty {spread('novelty')}.")

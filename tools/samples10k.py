@@ -1,10 +1,10 @@
-"""Problem 3: the long run's final model at 10,000 samples, as MOSES counts unique@10k.
+"""Problem 3: the long run's final model at 10,000 samples (uniqueness among 10,000 samples).
 
     make samples10k                    (instructors)
     python -m tools.samples10k --sample   # draws the samples: needs the long run's weights
     python -m tools.samples10k            # measures the samples file
 
-metrics.json measures 1,000 samples per model; MOSES reports uniqueness among 10,000
+metrics.json measures 1,000 samples per model; MOSES reports uniqueness among 10,000 valid
 (unique@10k), where repeats are ten times as likely to show. --sample draws 10,000 strings
 from results/model_pre_lr0.001_w500_s4000.pth as sample.py does (T = 1, seed 0) into
 results/samples_pre_lr0.001_w500_s4000_n10000.txt, and stops. Without it, this checks that

@@ -109,6 +109,8 @@ def p2_quotes() -> list[str]:
     metrics = load("problem2", "metrics.json")
     uniform = statistics.fmean(1 / (i + 1) for i in range(7, 64))
     rotary = metrics["rotary"]["long_sequences"]["buckets"]
+    seed_rotary = {seed: load("problem2", f"seeds/seed{seed}/metrics.json")["rotary"]
+                   ["long_sequences"]["buckets"] for seed in (1, 2, 3, 4)}
     return [
         f"weight on the target key averages "
         f"{fmt(metrics['none']['attention']['on_target']['in_range'])} over queries 7–63",
@@ -116,6 +118,12 @@ def p2_quotes() -> list[str]:
         f"then falls to {fmt(rotary[6])} at 384–447 and {fmt(rotary[7])} at 448–511",
         f"Rotary stays at {fmt(min(rotary[1:6]))}–{fmt(max(rotary[1:6]))} per bucket up to "
         f"position 383",
+        f"seed 1, {fmt(seed_rotary[1][7])} at 448–511",
+        f"at 448–511 they reach {fmt(seed_rotary[2][7])}, {fmt(seed_rotary[3][7])} and "
+        f"{fmt(seed_rotary[4][7])} (seeds 2, 3 and 4), and seed 3 is already at "
+        f"{fmt(seed_rotary[3][2])} at 128–191",
+        f"below the {fmt(metrics['none']['beyond'])} that the position-free model reaches (and "
+        f"the {fmt(metrics['bag_of_tokens_ceiling']['beyond'])} bag-of-tokens ceiling)",
     ]
 
 
@@ -162,7 +170,8 @@ def p3_quotes() -> list[str]:
         f"scatters from {loss_range('post_lr0.01_w0').replace('-', ' to ')}",
         f"(mean {fmt(band['post_lr0.01_w0']['final_val_loss']['mean'], 3)}, sd "
         f"{fmt(band['post_lr0.01_w0']['final_val_loss']['sd'], 3)})",
-        f"our uniqueness at 10,000 samples ({fmt(large['all']['uniqueness'], 3)})",
+        f"Counted over 10,000 samples ({large['all']['validity'] * 10000:,.0f} of them valid), our "
+        f"uniqueness ({fmt(large['all']['uniqueness'], 3)})",
         f"about ±{fmt((max(block_validity) - min(block_validity)) / 2, 3)} in validity",
         f"is {fmt(train[1200], 3)} at step 1200 and then rises",
         f"to {fmt(train[1500], 3)} at step 1500, still rising",
