@@ -46,7 +46,7 @@ def validation_curves(results_dir: Path, out_dir: Path):
                label="0.95: steps_to_95 is the first step at or above it")
     ax.set(xlabel="training step (optimizer updates)",
            ylabel="validation exact match\n(fraction of 2,000 pairs, greedy decoding)",
-           title="Validation exact match during training (checked every 50 steps)",
+           title="Validation exact match during training, seed 0 (checked every 50 steps)",
            ylim=(-0.02, 1.02))
     legend_below(ax, ncol=3)  # below the axes: it hides no curve
     return save_figure(fig, out_dir, "val_exact_match")
@@ -89,6 +89,13 @@ def test_vs_train_size(metrics: dict, out_dir: Path, bands: dict | None = None):
         if reached:
             ax2.plot(*zip(*reached), ORDER_STYLES[order], marker="o", color=ORDER_COLORS[order],
                      label=f"{order} (reached 0.95)")
+        for size, step in reached:  # how many seeds reach 0.95 at all, where not every one
+            band = bands.get(f"{order}_n{size}", {}).get("steps_to_95", {})
+            if band.get("missing"):
+                total = band["n_seeds"] + len(band["missing"])
+                ax2.annotate(f"{band['n_seeds']} of {total} seeds\nreach 0.95", (size, step),
+                             textcoords="offset points", xytext=(8, -4), fontsize=8,
+                             color=ORDER_COLORS[order])
         never = [s for s, r in zip(sizes, runs) if r["steps_to_95"] is None]
         if never:  # no point to plot: a marker on the x axis, named in the legend
             ax2.plot(never, [0.0] * len(never), linestyle="none", marker="X", markersize=10,
@@ -149,11 +156,12 @@ def attention_figures(maps: dict, out_dir: Path) -> list[Path]:
         order = run.split("_n")[0]
         paths.append(attention_grid(
             np.array(run_maps["decoder_cross"]), output_labels(order),
-            f"{run}: mean cross-attention over the test split (decoder fed its own predictions)",
+            f"{run}, seed 0: mean cross-attention over the test split (decoder fed its own "
+            "predictions)",
             out_dir, f"cross_attention_{run}", "decoder layer", "output step (query)"))
         paths.append(attention_grid(
             np.array(run_maps["encoder"]), SOURCE_LABELS,
-            f"{run}: mean encoder self-attention over the test split",
+            f"{run}, seed 0: mean encoder self-attention over the test split",
             out_dir, f"encoder_attention_{run}", "encoder layer", "source position (query)"))
     return paths
 
@@ -179,7 +187,7 @@ def ablation_figure(ablation: dict, metrics: dict, out_dir: Path):
         ax.set_title(f"{run} (all heads: {full:.3f})" if full is not None else run, fontsize=10)
         ax.set_xlabel("head")
     fig.colorbar(image, ax=axes, shrink=0.8, label="test exact match with the head removed")
-    fig.suptitle("Single-head ablation")
+    fig.suptitle("Single-head ablation, seed 0")
     return save_figure(fig, out_dir, "ablation")
 
 
@@ -192,9 +200,10 @@ def pruning_figure(pruning: dict, out_dir: Path):
                 color=ORDER_COLORS.get(order), marker="o", ms=3, label=run)
     ax.axhline(0.95, color="gray", lw=1, ls=":", label="0.95 test exact match")
     ax.set(xlabel="heads removed (of 24), greedily", ylabel="test exact match (fraction of "
-           "2,000 pairs)", title="Greedy head pruning", ylim=(-0.02, 1.02),
-           xticks=range(0, 25, 2))
+           "2,000 pairs)", title="Greedy head pruning, seed 0", ylim=(-0.02, 1.02),
+           xlim=(-0.5, 24.5), xticks=range(0, 25, 2))
     top = ax.secondary_xaxis("top", functions=(lambda x: 24 - x, lambda x: 24 - x))
+    top.set_xticks(range(0, 25, 4))  # heads left: 0 to 24, never 25 or -1
     top.set_xlabel("heads left")
     ax.legend(loc="lower left")
     return save_figure(fig, out_dir, "pruning")

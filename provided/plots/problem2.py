@@ -121,7 +121,8 @@ def long_sequence_panel(ax, metrics: dict):
     ax.set_xlabel(f"position in a fresh {length}-token sequence (token index)")
     ax.set_ylabel("accuracy (fraction of targets)")
     ax.set_title(f"Evaluation-only length check: {first['num_sequences']} fresh uniform "
-                 f"sequences of {length} (seed {first['seed']}),\nsame weights, model rebuilt "
+                 f"sequences of {length} (data seed {first['seed']}),\nthe seed-0 models' "
+                 f"weights, each model rebuilt "
                  f"with max_len {length} (learned skipped: its table has 128 rows)",
                  fontsize=10)
     legend_right(ax)
@@ -163,7 +164,7 @@ def attention_maps(maps: dict, out_dir: Path) -> Path:
             ax.set_ylabel("query position")
             ax.grid(False)
     fig.colorbar(image, ax=axes, shrink=0.8, label="attention weight")
-    fig.suptitle(f"Attention weights of test sequence {maps['sequence_index']} "
+    fig.suptitle(f"Attention weights of test sequence {maps['sequence_index']}, seed-0 models "
                  f"(dotted: the target key i − {k}; keys outside a window not shown)")
     return save_figure(fig, out_dir, "attention_maps")
 
@@ -181,7 +182,7 @@ def learned_table_drift(drift: dict, out_dir: Path) -> Path:
     ax.text(TRAIN_LENGTH + 2, 0.5 * max(distance),
             f"rows {TRAIN_LENGTH}-{len(distance) - 1}: max distance {max(unseen):g}\n"
             "(never in a training sequence)", fontsize=9)
-    ax.set_title("Learned table: how far each row moved in training")
+    ax.set_title("Learned table: how far each row moved in training (seed 0)")
     ax.legend()
     return save_figure(fig, out_dir, "learned_table_drift")
 

@@ -10,7 +10,7 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import FixedLocator, NullFormatter, NullLocator
 
 from provided.common import read_json
-from provided.plots.style import legend_right, read_bands, save_figure, save_image
+from provided.plots.style import legend_right, read_bands, save_figure
 
 THRESHOLD = 2.0
 LR_COLORS = {0.001: "tab:blue", 0.01: "tab:orange", 0.03: "tab:red"}
@@ -31,9 +31,10 @@ def load_logs(results_dir: Path, steps: int = 1500) -> list[dict]:
     return [read_json(p) for p in paths]
 
 
-def sweep_curves(logs: list[dict], out_dir: Path) -> Path:
+def sweep_curves(logs: list[dict], out_dir: Path, unigram: float | None = None) -> Path:
     """Training loss (lines) and validation loss (markers: filled circles for warmup 0, open
-    squares for warmup 500) per run, one panel per norm. A run whose loss became non-finite
+    squares for warmup 500) per run, one panel per norm, and the unigram entropy (the loss
+    of a model that ignores the context) when given. A run whose loss became non-finite
     gets a cross at the top edge at that step, and the legend says so only when one did."""
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.5), sharey=True)
     any_diverged = False
@@ -55,6 +56,11 @@ def sweep_curves(logs: list[dict], out_dir: Path) -> Path:
                 ax.plot(diverged[0], 1, marker="x", color=color, markersize=10, clip_on=False,
                         markeredgewidth=2, transform=ax.get_xaxis_transform())
         ax.axhline(THRESHOLD, color="gray", linewidth=1, linestyle=":")
+        if unigram is not None:
+            ax.axhline(unigram, color="tab:brown", linewidth=1, linestyle="-.")
+            ax.text(0.01, unigram, f"unigram entropy {unigram:.3f}: context ignored",
+                    va="bottom", ha="left", color="tab:brown", fontsize=8,
+                    transform=ax.get_yaxis_transform())
         ax.text(0.99, THRESHOLD, "threshold 2.0: a run trains if its final validation loss "
                 "is below", va="bottom", ha="right", color="dimgray", fontsize=8,
                 transform=ax.get_yaxis_transform())
@@ -79,7 +85,7 @@ def sweep_curves(logs: list[dict], out_dir: Path) -> Path:
         fig.legend(handles, labels, loc="lower center", ncol=4, fontsize=9,
                    bbox_to_anchor=(0.5, -0.14))
     steps = max((r["step"] for log in logs for r in log["log"]), default=0)
-    fig.suptitle(f"Learning-rate x warmup sweep, {steps:,} steps"
+    fig.suptitle(f"Learning-rate x warmup sweep, {steps:,} steps, seed 0"
                  + (" (x at the top edge: the loss became non-finite)" if any_diverged else
                     " (no run's loss became non-finite)"))
     return save_figure(fig, out_dir, "sweep_loss_curves")
@@ -101,7 +107,9 @@ def seed_line(bands: dict, cell: str) -> str:
     if not trains or trains["n_seeds"] < 2:
         return ""
     loss = bands[cell]["final_val_loss"]
-    spread = f"\nloss {loss['min']:.2f}-{loss['max']:.2f}" if loss["n_seeds"] > 1 else ""
+    digits = 2 if loss["max"] - loss["min"] >= 0.05 else 3  # never "0.67-0.67"
+    spread = (f"\nloss {loss['min']:.{digits}f}-{loss['max']:.{digits}f}"
+              if loss["n_seeds"] > 1 else "")
     return f"\n{int(sum(trains['values']))}/{trains['n_seeds']} seeds train{spread}"
 
 
@@ -191,8 +199,8 @@ def validity_curve(main: dict, out_dir: Path) -> Path:
     zoom.set_title("Zoom on uniqueness and novelty")
     zoom.yaxis.set_major_formatter(lambda y, _: f"{y:.3f}")
     legend_right(zoom, fontsize=9)
-    fig.suptitle(f"Sample quality over training: {count:,} samples at T = 1 per checkpoint "
-                 "(markers nudged apart in x)")
+    fig.suptitle(f"Sample quality over training, seed 0: {count:,} samples at T = 1 per "
+                 "checkpoint (markers nudged apart in x)")
     return save_figure(fig, out_dir, "validity_curve")
 
 
@@ -270,11 +278,13 @@ def property_histograms(props: dict, out_dir: Path) -> Path:
         ax.set_xlabel(label)
         ax.set_ylabel("density")
         ax.legend(fontsize=8)
-    fig.suptitle("Properties of valid samples (T = 1) against 1,000 training molecules")
+    fig.suptitle("Properties of valid samples (seed 0, T = 1) against 1,000 training "
+                 "molecules")
     return save_figure(fig, out_dir, "properties")
 
 
-def sample_grid(samples: list[str], out_dir: Path, count: int = 16) -> Path | None:
+def sample_grid(samples: list[str], out_dir: Path, count: int = 16,
+                title: str = "") -> Path | None:
     from rdkit import Chem, RDLogger
     from rdkit.Chem import Draw
 
@@ -284,7 +294,11 @@ def sample_grid(samples: list[str], out_dir: Path, count: int = 16) -> Path | No
         return None
     image = Draw.MolsToGridImage(mols, molsPerRow=4, subImgSize=(260, 200),
                                  legends=[f"sample #{i + 1}" for i in range(len(mols))])
-    return save_image(image, out_dir, "sample_grid")
+    fig, ax = plt.subplots(figsize=(image.width / 100, image.height / 100 + 0.5))
+    ax.imshow(image)
+    ax.set_axis_off()
+    ax.set_title(title or f"The first {len(mols)} valid samples", fontsize=11)
+    return save_figure(fig, out_dir, "sample_grid")
 
 
 def make_figures(results_dir: Path, out_dir: Path) -> list[Path]:
@@ -293,22 +307,26 @@ def make_figures(results_dir: Path, out_dir: Path) -> list[Path]:
     metrics = read_json(metrics_path) if metrics_path.exists() else {}
     if metrics.get("sweep"):
         sweep_steps = int(metrics["sweep"][0]["run"].rsplit("_s", 1)[1])
-        paths.append(sweep_curves(load_logs(results_dir, sweep_steps), out_dir))
+        paths.append(sweep_curves(load_logs(results_dir, sweep_steps), out_dir,
+                                  metrics.get("unigram_entropy")))
         paths.append(sweep_grid(metrics["sweep"], out_dir, read_bands(results_dir)))
     main = metrics.get("main")
     if main:
         paths.append(validity_curve(main, out_dir))
         paths.append(breakdown(main["by_length"], "sample length (tokens)",
-                               f"Outcomes by length, {main['run']}, T = 1", out_dir,
+                               f"Outcomes by length, {main['run']} (seed 0), T = 1", out_dir,
                                "by_length"))
         paths.append(breakdown(main["by_span"], "longest ring span (tokens between the digits)",
-                               f"Outcomes by ring span, {main['run']}, T = 1", out_dir,
+                               f"Outcomes by ring span, {main['run']} (seed 0), T = 1",
+                               out_dir,
                                "by_span"))
         properties = results_dir / "properties.json"
         if properties.exists():
             paths.append(property_histograms(read_json(properties), out_dir))
         samples = results_dir / f"samples_{main['run']}.txt"
         if samples.exists():
-            grid = sample_grid(samples.read_text().split("\n"), out_dir)
+            grid = sample_grid(samples.read_text().split("\n"), out_dir, title=(
+                f"The first 16 valid samples of {main['run']} (seed 0, T = 1), as RDKit "
+                "draws them"))
             paths += [grid] if grid else []
     return paths  # none: visualize.py says what to run first
