@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from grading import rubric as RUBRIC
-from grading.handout import region_functions, splice
+from grading.handout import region_functions, splice, strip_solutions
 from grading.sandbox import (
     MAX_OUTPUT,
     Sandbox,
@@ -185,7 +185,14 @@ def find_root(submission: Path) -> Path | None:
 def part_files(kit: Kit, root: Path | None, part: str) -> tuple[dict, str]:
     """(the run tree's code files for part, a reason the part cannot run or ""): the
     reference files with the submission's functions of part spliced in, plus any module of
-    its own the submission added to a problem folder (a helper file)."""
+    its own the submission added to a problem folder (a helper file).
+
+    The reference file is the base: of the submission's file only the part's functions come
+    along, with the imports, helper functions, classes and constants they may use that the
+    reference lacks (grading.handout.splice). So code outside the solution regions (provided
+    code the submission changed, statements at module level) is never graded or run, and a
+    function the submission lacks stays unsolved (NotImplementedError), not the reference's.
+    """
     files = dict(kit.files)
     problem = RUBRIC.PARTS[part][0]
     if root is None or not (root / problem).is_dir():
@@ -211,7 +218,8 @@ def part_files(kit: Kit, root: Path | None, part: str) -> tuple[dict, str]:
             return files, f"{name} cannot be read as Python source: {err}"
         reference = kit.files[name].decode()
         others = [f for f in region_functions(reference) if f not in mine]
-        files[name] = splice(student, reference, others).encode()
+        unsolved = splice(strip_solutions(reference), reference, others)  # mine stripped
+        files[name] = splice(unsolved, student, mine).encode()
     return files, ""
 
 

@@ -40,7 +40,7 @@ def _repo():
 
 ATTACKS = {
     # the outcome channel
-    "atexit_rewrites_outputs": ("module", """
+    "atexit_rewrites_outputs": ("init", """
         import atexit, glob, json, os
         def _forge():
             fake = {"score": 999, "tests": []}
@@ -72,7 +72,7 @@ ATTACKS = {
                                 "def pytest_runtest_makereport(item, call):\n"
                                 "    outcome = yield\n"
                                 "    outcome.get_result().outcome = 'passed'\n"}),
-    "patches_pytest_reports": ("module", """
+    "patches_pytest_reports": ("init", """
         import _pytest.reports, _pytest.runner
         _make = _pytest.reports.TestReport.from_item_and_call
         def _always_pass(item, call):
@@ -104,7 +104,7 @@ ATTACKS = {
             pass
         raise NotImplementedError
         """),
-    "forks_a_survivor": ("module", """
+    "forks_a_survivor": ("init", """
         import os, time
         if os.fork() == 0:
             os.setsid()
@@ -134,6 +134,12 @@ ATTACKS = {
             hog.append(bytearray(2**30))
         raise NotImplementedError
         """),
+    # what the grader takes of a submission
+    "code_at_module_level": ("module", """
+        raise SystemExit("module-level code ran")
+        """),
+    "deletes_a_function_to_get_the_reference": ("reference", (
+        "    def __len__(self) -> int:\n", "    def _gone(self) -> int:\n")),
     "endless_loop": ("init", """
         while True:
             pass
@@ -169,7 +175,7 @@ ATTACKS = {
                     pass
         raise NotImplementedError
         """),
-    "widens_the_bands": ("module", FIND_REPO + """
+    "widens_the_bands": ("init", FIND_REPO + """
         for problem in ("problem1", "problem2", "problem3"):
             path = _repo() / problem / "results" / "reference_bands.json"
             try:
@@ -185,13 +191,13 @@ ATTACKS = {
         except Exception:
             pass
         """),
-    "deletes_everything_it_can": ("module", FIND_REPO + """
+    "deletes_everything_it_can": ("init", FIND_REPO + """
         import shutil
         for target in [pathlib.Path.cwd(), _repo() / "grading" / "hidden",
                        pathlib.Path.cwd().parent]:
             shutil.rmtree(target, ignore_errors=True)
         """),
-    "leaves_a_trap_for_the_next": ("module", """
+    "leaves_a_trap_for_the_next": ("init", """
         import os
         for folder in ("/tmp", "/var/tmp", "/dev/shm"):
             try:
@@ -204,7 +210,9 @@ ATTACKS = {
 
 
 def _attack(handout: Path, out: Path, kind: str, code) -> None:
-    """The empty handout with code added to problem1/dataset.py (or with extra files)."""
+    """The empty handout with code added to problem1/dataset.py: at module level, or in
+    AdditionDataset.__init__ (then followed by the handout's NotImplementedError); or with
+    extra files; or ("reference") the reference dataset.py with one edit (old, new)."""
     import shutil
 
     shutil.copytree(handout, out)
@@ -214,11 +222,15 @@ def _attack(handout: Path, out: Path, kind: str, code) -> None:
         for name, text in code.items():
             (out / name).write_text(text)
         return
+    if kind == "reference":
+        old, new = code
+        dataset.write_text((REPO_ROOT / "problem1" / "dataset.py").read_text().replace(old, new))
+        return
     code = textwrap.dedent(code % str(REPO_ROOT) if "%r" in code else code)
     if kind == "module":
         source += "\n" + code
     else:
-        body = textwrap.indent(code.strip("\n"), " " * 8)
+        body = textwrap.indent(code.strip("\n") + "\nraise NotImplementedError", " " * 8)
         source = source.replace('        raise NotImplementedError("your solution here")',
                                 body, 1)
     dataset.write_text(source)
@@ -278,7 +290,8 @@ def _score(results: dict) -> float:
     return sum(t["score"] for t in results["tests"] if t["tags"] == ["p1a"])
 
 
-@pytest.mark.parametrize("attack", list(ATTACKS))
+@pytest.mark.parametrize("attack", [name for name, (kind, _) in ATTACKS.items()
+                                    if kind != "reference"])  # partly solved on purpose
 def test_an_attack_earns_nothing(graded, attack):
     results = graded[attack]
     assert _score(results) == 0, (
@@ -325,6 +338,16 @@ def _owner(path: Path):
         return path.stat().st_uid
     except OSError:
         return None
+
+
+def test_only_the_parts_functions_of_a_submission_are_taken(graded):
+    """Module-level code of a submission never runs; a region function it deleted stays
+    unsolved (it does not fall back to the reference's)."""
+    module = " ".join(t["output"] for t in graded["code_at_module_level"]["tests"])
+    assert "module-level code ran" not in module and "NotImplementedError" in module
+    deleted = graded["deletes_a_function_to_get_the_reference"]
+    failed = [t["output"] for t in deleted["tests"] if t["tags"] == ["p1a"] and not t["score"]]
+    assert failed and any("NotImplementedError" in output for output in failed)
 
 
 def test_a_failure_shows_its_message_first(graded):
