@@ -218,10 +218,23 @@ def make_handout(out_dir: Path, repo: Path = REPO_ROOT, fill: Path | None = None
             target = out_dir / path.relative_to(HANDOUT_FILES)
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(path, target)
+    readme = out_dir / "README.md"
+    readme.write_text(student_readme(readme.read_text()))
     remove_unused_imports(out_dir)
     if fill is not None:
         fill_regions(out_dir, fill)
     return removed
+
+
+def student_readme(text: str) -> str:
+    """text with its table of parts generated from grading/rubric.py."""
+    from grading.rubric import parts_table
+    from tools.report_tables import fill
+
+    new, _, problems = fill(text, {"parts": parts_table()})
+    if problems:
+        raise ValueError(f"grading/handout/README.md: {'; '.join(problems)}")
+    return new
 
 
 def fill_regions(out_dir: Path, fill: Path) -> None:

@@ -1,7 +1,7 @@
 """The points of the homework: every autograded part, the code it grades, and its points.
 
-Instructors only (the handout leaves grading/ out). provided/grade.py reads this file; the
-student README's table of parts repeats it (a kit test checks that they agree).
+Instructors only (the handout leaves grading/ out). grading/grade.py reads this file, and
+the handout's table of parts is generated from it (parts_table, filled in by make handout).
 
 A part is graded by the tests that carry its marker (pytest -m p1b), public (tests/) and
 hidden (grading/hidden/), each test worth an equal share of the part's points. Every
@@ -70,3 +70,17 @@ WRITTEN = {"problem1": 20, "problem2": 15, "problem3": 25}
 # Results inside the reference bands (problemN/results/reference_bands.json), graded only
 # for a problem whose results/metrics.json the submission contains.
 RESULTS = {"problem1": 3, "problem2": 2, "problem3": 3}
+
+
+def parts_table() -> str:
+    """The students' table of parts (grading/handout/README.md, between its `table: parts`
+    markers): each part's title, the functions to write file by file, its test marker and
+    its points, all from PARTS and REGIONS."""
+    lines = ["| problem | part | title | file: functions to write | test | points |",
+             "|---|---|---|---|---|---:|"]
+    for part, (problem, letter, title, points) in PARTS.items():
+        files = [f"`{name}`: " + ", ".join(f"`{f}`" for f, p in functions.items() if p == part)
+                 for name, functions in REGIONS.items() if part in functions.values()]
+        lines.append(f"| {problem[-1]} | {letter} | {title} | {'; '.join(files)} | "
+                     f"`pytest -m {part}` | {points} |")
+    return "\n".join(lines)

@@ -182,7 +182,12 @@ def test_the_handout_is_for_students(handout):
 
 
 def test_the_student_readme_lists_every_part_with_its_points():
+    """The table is generated from the rubric; the committed README holds the current one."""
+    from grading.handout import student_readme
+
     readme = (REPO_ROOT / "grading" / "handout" / "README.md").read_text()
+    assert student_readme(readme) == readme, (
+        "the parts table is stale: put grading.rubric.parts_table() between its markers")
     for part, (_, _, _, points) in RUBRIC.PARTS.items():
         row = next((line for line in readme.splitlines() if f"-m {part}" in line), None)
         assert row is not None, f"{part} is not in the student README's table"
