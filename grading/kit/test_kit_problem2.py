@@ -256,3 +256,19 @@ def test_figures(problem2_runs, tmp_path):
     assert {p.name for p in paths} == {"accuracy_by_bucket.png", "attention_maps.png",
                                        "learned_table_drift.png"}
     assert all(p.stat().st_size > 10_000 for p in paths)
+
+
+def test_max_distance_hides_exactly_the_far_keys():
+    """The analysis option of tools/rotary_window.py: query i sees keys i - d + 1 .. i."""
+    from problem2.model import OffsetRetrievalModel
+
+    torch.manual_seed(0)
+    model = OffsetRetrievalModel("rotary", max_len=12).eval()
+    tokens = torch.randint(0, 16, (2, 12))
+    _, full = model(tokens, return_attention=True)
+    logits, windowed = model(tokens, return_attention=True, max_distance=3)
+    i, j = torch.meshgrid(torch.arange(12), torch.arange(12), indexing="ij")
+    assert torch.all(windowed[:, (i - j >= 3) | (j > i)] == 0)
+    assert torch.all(windowed[:, (i - j < 3) & (j <= i)] > 0)
+    assert torch.equal(model(tokens, max_distance=None), model(tokens))
+    torch.testing.assert_close(full[:, :3, :3], windowed[:, :3, :3])
