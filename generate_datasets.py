@@ -1,5 +1,7 @@
 """Generate the Problem 1 and 2 datasets (seed 641) and fetch the Problem 3 SMILES dataset.
 
+Students: given; run it once (the README's set-up), you need not read it.
+
     python generate_datasets.py                      # everything, skipping what exists
     python generate_datasets.py --only smiles --force
     python generate_datasets.py --moses_csv train.csv.gz   # a local copy of MOSES' train split

@@ -1,5 +1,7 @@
 """Problem 1, Part B: scaled dot-product attention and multi-head attention.
 
+Students: you write the functions marked `raise NotImplementedError`; read the whole file.
+
 Masks are boolean, True where attention is allowed, and broadcast to [B, h, T_q, T_k]:
 a [T_q, T_k] mask (e.g. causal_mask) applies to every sequence and head, a [B, 1, 1, T_k]
 mask to every head and query of its sequence. A query row must keep at least one key.

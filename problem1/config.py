@@ -1,5 +1,7 @@
 """Problem 1's run configuration: one dataclass, saved in every checkpoint and training log.
 
+Students: given; skim it for the run's settings.
+
 The homework fixes everything but the digit order and the training size: Adam at learning
 rate 1e-3, batch size 128, 2,400 steps, greedy validation every 50 steps, and the model's
 defaults (2 + 2 layers, d_model 128, 4 heads, d_ff 256, dropout 0.1). A run is named

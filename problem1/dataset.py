@@ -1,5 +1,7 @@
 """Problem 1, Part A: the addition dataset, tokenized once into tensors.
 
+Students: you write AdditionDataset's three methods; read_pairs and the constants are given.
+
 A pair (a, b) becomes three sequences of token ids (digits 0-9, PLUS = 10, BOS = 11):
 
     src     a2 a1 a0 + b2 b1 b0        7 tokens, operands zero-padded to three digits

@@ -1,5 +1,8 @@
 """Problem 1, Part E: test metrics of every trained run, and head analysis of the n4000 models.
 
+Students: you write the four Part E functions; the rest (the head-removal scorer that speeds
+them up, the breakdown, main) is given and need not be read.
+
     python evaluate.py                (from problem1/)
     python -m problem1.evaluate       (from the root)
 

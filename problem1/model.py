@@ -1,5 +1,7 @@
 """Problem 1, Part C: the encoder-decoder transformer that adds two three-digit numbers.
 
+Students: you write the two layers' forward methods; read the rest, which calls them.
+
 Provided: the layer constructors, the 2 + 2 layer stack, the embedding (one token table and
 one fixed position table shared by source and target, sinusoidal at the
 homework's size) and greedy `generate`. The

@@ -1,5 +1,8 @@
 """Problem 1, Part D: train the addition transformer in one digit order on one training size.
 
+Students: you write train_step, validate and steps_to_95; the rest (arguments, batching,
+logs) is given and need not be read.
+
     python train.py --digit_order reversed --train_size 4000      (from problem1/)
     python -m problem1.train --digit_order reversed --train_size 4000   (from the root)
 

@@ -1,5 +1,7 @@
 """Problem 2's run configuration: one dataclass, saved in every checkpoint and training log.
 
+Students: given; skim it for the run's settings.
+
 The homework fixes everything but the position scheme: Adam at learning rate 1e-3, batch
 size 64, 5 epochs, d_model 64, one head, offset k = 7, a 128-row learned table; the log's
 test accuracy covers the first 64 positions of each test sequence. A run is named after its

@@ -1,5 +1,7 @@
 """Offset retrieval sequences (Problem 2, Part A).
 
+Students: you write OffsetDataset.__init__; the rest is given.
+
 Every sequence holds uniform random tokens in [0, 16). The target at position i is the
 token at position i - k (k = 7 in the homework); positions 0 .. k-1 have no target and
 carry IGNORE_INDEX, which cross-entropy skips and accuracy does not count.

@@ -1,5 +1,8 @@
 """Evaluate the position schemes on the 128-position test split (Problem 2, Part E).
 
+Students: you write the seven Part E functions; the other analyses here serve the reference
+report and need not be read.
+
     python evaluate.py
 
 For every run whose weights are present, results/metrics.json records under its scheme:

@@ -1,5 +1,7 @@
 """The provided model of Problem 2: one causal attention layer with one head.
 
+Students: given; read it: your positional code runs inside it.
+
     x      = tok_emb(tokens) [+ pos_emb(positions) | + PE[positions]]     [B, T, d]
     q, k, v = W_q x, W_k x, W_v x            (rotary: q, k rotated by their positions)
     a      = softmax(causal(q k^T / sqrt(d))) v

@@ -1,5 +1,7 @@
 """Sinusoidal and rotary position encodings (Problem 2, Parts B and C).
 
+Students: you write every function here except _omega, which is given.
+
 Both use the frequencies omega_i = 10000^(-2i/d) for i = 0 .. d/2 - 1 and the same
 interleaved layout: dimensions (2i, 2i+1) form pair i.
 

@@ -1,5 +1,8 @@
 """Train the offset-retrieval model under one position scheme (Problem 2, Part D).
 
+Students: you write the three Part D functions; the rest (arguments, logs) is given and need
+not be read.
+
     python train.py --position none | learned | sinusoidal | rotary
 
 The configuration is fixed (Config, in config.py): Adam at learning rate 1e-3, batch size 64,

@@ -1,5 +1,7 @@
 """Problem 3's run configuration: one dataclass, saved in every checkpoint and training log.
 
+Students: given; skim it for the run's settings.
+
 The homework fixes the model (DecoderLM's defaults: d_model 128, 4 layers, 4 heads, d_ff 512,
 max_len 52, dropout 0.1), Adam with betas (0.9, 0.98), batch size 128 and clipping at norm
 1.0. A run chooses the norm placement, the peak learning rate, the warmup and the number of

@@ -1,5 +1,7 @@
 """SMILES strings as next-token prediction examples (Problem 3, Part A).
 
+Students: you write build_vocab and SmilesDataset.__init__; the rest is given.
+
 Each string becomes [BOS, tokens..., EOS] padded with PAD to max_len ids; the input is every
 id but the last and the target every id but the first, so target[t] = input[t + 1], with
 IGNORE_INDEX where the target is PAD (the loss never scores padding).

@@ -1,5 +1,8 @@
 """Evaluate the SMILES runs (Problem 3, Parts D and E) into results/metrics.json.
 
+Students: you write the five Part D and E functions; the rest (RDKit checks, tables, main)
+is given and need not be read.
+
     python evaluate.py
 
 metrics.json holds:

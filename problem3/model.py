@@ -1,5 +1,7 @@
 """A GPT-style decoder-only language model over SMILES tokens (Problem 3, Part B).
 
+Students: you write the functions marked `raise NotImplementedError`; read the whole file.
+
     DecoderLM: token embedding + learned position embedding (neither scaled) -> dropout
                -> num_layers x Block -> final LayerNorm ('pre' only) -> linear head
 

@@ -1,5 +1,7 @@
 """Sample SMILES strings from a trained model (Problem 3, Part D).
 
+Students: you write generate_batch; the rest is given.
+
     python sample.py --run pre_lr0.001_w500_s4000        # writes results/samples_{run}.txt
 
 Sampling is batched and incremental: every sequence starts at BOS, the next id is drawn

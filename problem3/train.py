@@ -1,5 +1,8 @@
 """Train the SMILES language model (Problem 3, Part C).
 
+Students: you write lr_at_step and train_step; the rest (arguments, resuming, data checks,
+logs) is given and need not be read.
+
     python train.py --norm pre --lr 1e-3 --warmup 500                  # one sweep run
     python train.py --norm pre --lr 1e-3 --warmup 500 --steps 4000 --checkpoint_every 1000
 

@@ -1,5 +1,8 @@
 """Helpers shared by every problem's scripts: paths, devices, seeding, safe result files.
 
+Students: given; you need not read it. Your code may use fail() for a one-line error, and
+IGNORE_INDEX.
+
 Every script in problem1/, problem2/ and problem3/ uses these, so that they all take the
 same command-line options (--data_dir, --results_dir, --device, --seed, --threads), end
 the same way on bad input or Ctrl-C (one line, no traceback), and write results the same

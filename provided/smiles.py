@@ -1,5 +1,7 @@
 """The provided SMILES tokenizer and vocabulary (Problem 3).
 
+Students: given; read tokenize() and SmilesVocab (Problem 3 uses both).
+
 tokenize() splits a SMILES string with the regular expression of Schwaller et al. (2019,
 Molecular Transformer), so that multi-character atoms such as Cl, Br and bracket atoms such
 as [nH] are single tokens. Joining the tokens gives the string back.

@@ -1,5 +1,7 @@
 """Run every script of every problem, in pipeline order, on tiny settings (`make smoke`).
 
+Students: given; a course tool (make smoke), you need not read it.
+
     python -m provided.smoke [--keep DIR]
 
 A check that the whole pipeline works before the long job: tiny datasets cut from data/

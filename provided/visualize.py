@@ -1,5 +1,7 @@
 """The single entry point for every figure of the repository.
 
+Students: given; run it for the figures, you need not read it.
+
     python provided/visualize.py data        # figures of the datasets
     python provided/visualize.py problem1    # ... problem2, problem3
 

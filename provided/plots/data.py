@@ -1,4 +1,7 @@
-"""Figures of the datasets: carries per sum (addition) and 16 training molecules (SMILES)."""
+"""Figures of the datasets: carries per sum (addition) and 16 training molecules (SMILES).
+
+Students: given; figures only, you need not read it.
+"""
 
 import csv
 from collections import Counter

@@ -1,6 +1,8 @@
 """Figures of Problem 1 (the addition transformer), drawn from the committed results only:
 the training logs, metrics.json and attention_maps.json of problem1/results/.
 
+Students: given; figures only, you need not read it.
+
     python provided/visualize.py problem1
 """
 

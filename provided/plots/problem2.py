@@ -1,5 +1,7 @@
 """Figures of Problem 2, drawn from problem2/results/metrics.json and attention_maps.json.
 
+Students: given; figures only, you need not read it.
+
     accuracy_by_bucket.png   test accuracy per 16-position bucket over 0..127, four schemes,
                              the training length marked (no line crosses it); below, when
                              metrics.json has it, the evaluation-only length check: sinusoidal

@@ -1,5 +1,8 @@
 """Problem 3 figures, drawn from problem3/results: training logs, metrics.json,
-properties.json and the sample file."""
+properties.json and the sample file.
+
+Students: given; figures only, you need not read it.
+"""
 
 from pathlib import Path
 

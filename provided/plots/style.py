@@ -1,4 +1,7 @@
-"""Figure conventions shared by every plotting module: one save function, one look."""
+"""Figure conventions shared by every plotting module: one save function, one look.
+
+Students: given; figures only, you need not read it.
+"""
 
 import os
 from pathlib import Path
