@@ -21,13 +21,13 @@ from pathlib import Path
 import torch
 
 from problem2 import train
-from problem2.config import build_model, load_model
-from problem2.evaluate import (
+from problem2.analysis import (
     TRAIN_LENGTH,
     long_sequence_accuracy,
     long_sequence_check,
     long_sequence_tokens,
 )
+from problem2.config import build_model, load_model
 from provided.common import ArgumentParser, read_json, results_dir, script, write_json
 
 

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 
-from problem2 import evaluate, train
+from problem2 import analysis, evaluate, train
 from problem2.dataset import IGNORE_INDEX, OffsetDataset
 from problem2.model import POSITIONS, OffsetRetrievalModel
 from problem2.positional import sinusoidal_table
@@ -163,8 +163,8 @@ def test_attention_tallies_with_stub_models():
     for distance, expected in [(7, (1.0, 0.0, 0.0)), (8, (0.0, 56 / 57, 0.0)),
                                (70, (0.0, 0.0, 58 / 64))]:
         model = ReadsKeyAtDistance(distance)
-        attention = evaluate.attention_metrics(
-            evaluate.attention_tallies(model, tokens, targets, 7), count)
+        attention = analysis.attention_metrics(
+            analysis.attention_tallies(model, tokens, targets, 7), count)
         got = (attention["on_target"]["in_range"], attention["on_neighbours"]["in_range"],
                attention["on_unseen_distances"]["beyond"])
         assert got == pytest.approx(expected)
@@ -199,7 +199,7 @@ def test_scripts_run_from_inside_problem2():
 
 def test_bag_of_tokens_ceiling_by_hand():
     # k = 1, tokens 0 0 1 1: at i = 1 the bag {0} -> 1; i = 2 {0, 0} -> 1; i = 3 {0, 0, 1} -> 2/3.
-    ceiling = evaluate.bag_of_tokens_ceiling(torch.tensor([[0, 0, 1, 1]]), k=1)
+    ceiling = analysis.bag_of_tokens_ceiling(torch.tensor([[0, 0, 1, 1]]), k=1)
     assert math.isnan(ceiling[0])
     assert ceiling[1:].tolist() == pytest.approx([1.0, 1.0, 2 / 3])
 
@@ -212,7 +212,7 @@ def test_position_score_margins_by_hand():
     for layer in (model.W_q, model.W_k):
         torch.nn.init.eye_(layer.weight)
         torch.nn.init.zeros_(layer.bias)
-    margins = evaluate.position_score_margins(model, 128, 7)
+    margins = analysis.position_score_margins(model, 128, 7)
     expected = (sum(math.cos(7 * 10000 ** (-2 * m / 64)) for m in range(32)) - 32) / 8
     assert torch.isnan(margins[:7]).all()
     torch.testing.assert_close(margins[7:], torch.full((121,), expected), atol=1e-4, rtol=0)
@@ -223,7 +223,7 @@ def test_learned_table_drift_by_hand():
     trained = initial.clone()
     trained[0] = torch.tensor([3.0, 4.0])
     trained[1] = torch.tensor([0.0, 1.0])
-    drift = evaluate.learned_table_drift(trained, initial)
+    drift = analysis.learned_table_drift(trained, initial)
     assert drift["row_distance"][:3] == [5.0, 1.0, 0.0]
     assert drift["rows_0_63"]["max"] == 5.0 and drift["rows_0_63"]["rows_moved"] == 2
     assert drift["rows_64_127"]["max"] == 0.0 and drift["rows_64_127"]["rows_moved"] == 0

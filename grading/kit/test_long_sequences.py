@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch import nn
 
-from problem2 import evaluate
+from problem2 import analysis
 from problem2.config import Config, build_model
 
 pytestmark = pytest.mark.kit
@@ -31,19 +31,19 @@ class Stub(nn.Module):
 
 def test_tokens_are_seeded_apart_from_the_global_generator():
     state = torch.get_rng_state()
-    tokens = evaluate.long_sequence_tokens(5, 512, seed=2026)
+    tokens = analysis.long_sequence_tokens(5, 512, seed=2026)
     assert torch.equal(torch.get_rng_state(), state)  # the global generator is untouched
     assert tokens.shape == (5, 512) and tokens.dtype == torch.long
     assert 0 <= tokens.min() and tokens.max() < 16
-    assert torch.equal(tokens, evaluate.long_sequence_tokens(5, 512, seed=2026))
-    assert not torch.equal(tokens, evaluate.long_sequence_tokens(5, 512, seed=2027))
-    assert evaluate.LONG_SEED == 2026 and evaluate.LONG_LENGTH == 512
+    assert torch.equal(tokens, analysis.long_sequence_tokens(5, 512, seed=2026))
+    assert not torch.equal(tokens, analysis.long_sequence_tokens(5, 512, seed=2027))
+    assert analysis.LONG_SEED == 2026 and analysis.LONG_LENGTH == 512
 
 
 def test_bucket_bookkeeping_by_hand():
-    tokens = evaluate.long_sequence_tokens(3, 512, seed=0)
+    tokens = analysis.long_sequence_tokens(3, 512, seed=0)
     # right at 7..299, wrong at 300..511; batches of 2 over 3 sequences
-    result = evaluate.long_sequence_accuracy(Stub(right=300), tokens, K, bucket=64, batch_size=2)
+    result = analysis.long_sequence_accuracy(Stub(right=300), tokens, K, bucket=64, batch_size=2)
     # bucket 0 holds 57 targets (7..63), all right; 256-319 holds 44 right of 64
     assert result["buckets"] == pytest.approx([1.0, 1.0, 1.0, 1.0, 44 / 64, 0.0, 0.0, 0.0])
     assert result["beyond_128_255"] == pytest.approx(1.0)
@@ -51,14 +51,14 @@ def test_bucket_bookkeeping_by_hand():
 
 
 def test_bucket_without_targets_and_short_sequences():
-    tokens = evaluate.long_sequence_tokens(2, 100, seed=1)
-    result = evaluate.long_sequence_accuracy(Stub(right=10), tokens, K, bucket=8)
+    tokens = analysis.long_sequence_tokens(2, 100, seed=1)
+    result = analysis.long_sequence_accuracy(Stub(right=10), tokens, K, bucket=8)
     # 0-7: one target (7), right; 8-15: 8 and 9 right of 8; then all wrong
     assert result["buckets"][:3] == pytest.approx([1.0, 2 / 8, 0.0])
     assert len(result["buckets"]) == 13  # 12 full buckets of 8 and 96..99
     assert result["beyond_128_255"] is None and result["beyond_256_511"] is None
     # a bucket that only holds positions without a target has no accuracy
-    first = evaluate.long_sequence_accuracy(Stub(right=100), tokens, K, bucket=4)["buckets"][0]
+    first = analysis.long_sequence_accuracy(Stub(right=100), tokens, K, bucket=4)["buckets"][0]
     assert first is None
 
 
@@ -69,15 +69,15 @@ def test_check_loads_the_weights_into_a_longer_model(position):
     with torch.no_grad():  # weights apart from a fresh build, so loading them matters
         for parameter in model.parameters():
             parameter.add_(0.1 * torch.randn_like(parameter))
-    result = evaluate.long_sequence_check(model, config, "cpu", num_sequences=4)
+    result = analysis.long_sequence_check(model, config, "cpu", num_sequences=4)
     assert set(result) == {"seed", "num_sequences", "length", "buckets", "beyond_128_255",
                            "beyond_256_511"}
     assert (result["seed"], result["num_sequences"], result["length"]) == (2026, 4, 512)
     assert len(result["buckets"]) == 8
     assert all(0.0 <= b <= 1.0 for b in result["buckets"])
     # causal: on positions 0..127 the longer model must agree with the trained one itself
-    tokens = evaluate.long_sequence_tokens(4, 512)
-    short = evaluate.long_sequence_accuracy(model, tokens[:, :128], K)
+    tokens = analysis.long_sequence_tokens(4, 512)
+    short = analysis.long_sequence_accuracy(model, tokens[:, :128], K)
     assert result["buckets"][:2] == pytest.approx(short["buckets"])
 
 
@@ -85,4 +85,4 @@ def test_learned_and_none_are_refused():
     for position in ("learned", "none"):
         config = Config(position=position, train_sequences=40, train_length=64)
         with pytest.raises(ValueError, match="long-sequence"):
-            evaluate.long_sequence_check(build_model(config), config, "cpu", num_sequences=1)
+            analysis.long_sequence_check(build_model(config), config, "cpu", num_sequences=1)

@@ -1,0 +1,226 @@
+"""Problem 2: the analyses behind the reference report, beyond the homework's Part E.
+
+Students: given; these serve the reference report (evaluate.py records them in
+metrics.json) and need not be read.
+
+    attention_tallies / attention_metrics   mean attention on the target key and its
+                                            neighbours, in range and beyond
+    bag_of_tokens_ceiling                   the best accuracy without position information
+    position_score_margins / margin_summary how the token-independent part of the score
+                                            ranks the target key
+    learned_table_drift                     how far each learned-table row moved
+    attention_windows                       the attention maps the figures draw
+    long_sequence_*                         the evaluation-only check at length 512
+"""
+
+import dataclasses
+import math
+
+import torch
+
+from problem2.config import build_model
+from problem2.dataset import IGNORE_INDEX, SEQUENCE_LENGTHS, VOCAB_SIZE
+from provided.common import EVAL_BATCH_SIZE
+
+TRAIN_LENGTH = SEQUENCE_LENGTHS["train"]
+ATTENTION_SEQUENCE = 0  # index of the test sequence whose attention maps are saved
+WINDOWS = ((0, 32), (96, 128))  # [start, end) of the query and key positions shown
+LONG_SEED = 2026  # the long-sequence check's own generator, apart from the prescribed data
+LONG_SEQUENCES = 200
+LONG_LENGTH = 512
+LONG_BUCKET = 64
+LONG_BATCH_SIZE = 50  # sequences per forward pass: 50 x 512 x 512 attention weights
+LONG_SCHEMES = ("sinusoidal", "rotary")  # learned: 128 table rows; none: no position at all
+
+
+@torch.no_grad()
+def attention_tallies(model, tokens: torch.Tensor, targets: torch.Tensor, k: int,
+                      batch_size: int = EVAL_BATCH_SIZE) -> dict:
+    """Where the attention goes, per query position [T], summed over the sequences.
+
+    Only queries with a target count. The attention weight of query i is summed over three
+    sets of keys: 'on_target' the key i - k, 'on_neighbours' the keys at distances k-2,
+    k-1, k+1, k+2, and 'on_unseen_distances' the keys at distance TRAIN_LENGTH or more, a
+    distance no training sequence contains.
+    """
+    model.eval()
+    T = tokens.shape[1]
+    distance = torch.arange(T)[:, None] - torch.arange(T)[None, :]  # [T, T], query - key
+    key_sets = {"on_target": distance == k,
+                "on_neighbours": ((distance - k).abs() <= 2) & (distance != k),
+                "on_unseen_distances": distance >= TRAIN_LENGTH}
+    tallies = {name: torch.zeros(T) for name in key_sets}
+    for start in range(0, tokens.shape[0], batch_size):
+        _, weights = model(tokens[start:start + batch_size], return_attention=True)
+        has_target = (targets[start:start + batch_size] != IGNORE_INDEX).cpu()
+        weights = weights.cpu()
+        for name, keys in key_sets.items():
+            tallies[name] += ((weights * keys).sum(2) * has_target).sum(0)
+    return tallies
+
+
+def attention_metrics(tallies: dict, count: torch.Tensor) -> dict:
+    """Mean attention weight per query with a target, in range and beyond, for each key set
+    of attention_tallies."""
+    T = count.shape[0]
+
+    def mean_weight(name: str, start: int, end: int) -> float:
+        return tallies[name][start:end].sum().item() / count[start:end].sum().item()
+
+    return {name: {"in_range": mean_weight(name, 0, TRAIN_LENGTH),
+                   "beyond": mean_weight(name, TRAIN_LENGTH, T)} for name in tallies}
+
+
+def per_position_accuracy(correct: torch.Tensor, count: torch.Tensor) -> list:
+    """Accuracy at each position, None where no sequence has a target."""
+    return [c / n if n else None for c, n in zip(correct.tolist(), count.tolist())]
+
+
+def bag_of_tokens_ceiling(tokens: torch.Tensor, k: int) -> torch.Tensor:
+    """Per-position accuracy [T] (nan before k) of the best model without position information.
+
+    Such a model sees the current token and the unordered bag of tokens 0..i. The target
+    tokens[i - k] is one of the i tokens at 0..i-1, and since tokens are i.i.d. it is any one
+    of them with equal probability: the best guess is the most frequent token among them,
+    right with probability max_t count_t / i. Averaged over the sequences.
+    """
+    T = tokens.shape[1]
+    counts = torch.nn.functional.one_hot(tokens).cumsum(1).float()  # [N, T, V] over 0..i
+    ceiling = torch.full((T,), math.nan)
+    positions = torch.arange(k, T)
+    ceiling[k:] = (counts[:, positions - 1].max(-1).values / positions).mean(0)
+    return ceiling
+
+
+@torch.no_grad()
+def position_score_margins(model, length: int, k: int) -> torch.Tensor:
+    """Per-query margin [length] (nan before k) of the token-independent part of the score.
+
+    For an additive scheme (learned, sinusoidal) with position vectors P_i, that part is
+    S[i, j] = (W_q P_i + b_q) . (W_k P_j + b_k) / sqrt(d); the margin at query i is
+    S[i, i - k] - max over the other keys j <= i of S[i, j]. Positive: position alone ranks
+    the target key first, before the tokens enter.
+    """
+    if model.position == "learned":
+        vectors = model.pos_emb.weight[:length]
+    else:
+        vectors = model.pe[:length]
+    scores = model.W_q(vectors) @ model.W_k(vectors).T / math.sqrt(model.d_model)  # [T, T]
+    queries = torch.arange(k, length)
+    target = scores[queries, queries - k]
+    others = scores.masked_fill(torch.ones_like(scores, dtype=torch.bool).triu(1), -math.inf)
+    others[queries, queries - k] = -math.inf
+    margins = torch.full((length,), math.nan)
+    margins[k:] = (target - others[k:].max(-1).values).cpu()
+    return margins
+
+
+def margin_summary(margins: torch.Tensor, per_position: list) -> dict:
+    """The margins of position_score_margins in range and beyond, and the beyond accuracy
+    at the positions where the margin is positive and where it is not."""
+    accuracy = torch.tensor([math.nan if a is None else a for a in per_position])
+    beyond = slice(TRAIN_LENGTH, None)
+    positive = margins[beyond] > 0
+    return {"in_range_min": margins[:TRAIN_LENGTH].nan_to_num(math.inf).min().item(),
+            "in_range_mean": margins[:TRAIN_LENGTH].nanmean().item(),
+            "beyond_min": margins[beyond].min().item(),
+            "beyond_mean": margins[beyond].mean().item(),
+            "beyond_fraction_positive": positive.float().mean().item(),
+            "beyond_accuracy_where_positive": accuracy[beyond][positive].mean().item(),
+            "beyond_accuracy_where_not": accuracy[beyond][~positive].mean().item(),
+            "per_position": margins.tolist()}
+
+
+def learned_table_drift(trained: torch.Tensor, initial: torch.Tensor) -> dict:
+    """How far each row of the learned position table moved in training.
+
+    trained, initial: [max_len, d]. Adam moves a row only if it ever had a nonzero gradient,
+    and row p has one only if position p occurs in a training sequence, so rows
+    TRAIN_LENGTH.. should not have moved at all.
+    """
+    distance = (trained.cpu() - initial.cpu()).norm(dim=1)  # [max_len]
+    initial_norm = initial.cpu().norm(dim=1)
+
+    def summary(rows: slice) -> dict:
+        return {"mean": distance[rows].mean().item(), "min": distance[rows].min().item(),
+                "max": distance[rows].max().item(), "rows_moved": int((distance[rows] > 0).sum()),
+                "initial_row_norm_mean": initial_norm[rows].mean().item()}
+
+    return {"rows_0_63": summary(slice(0, TRAIN_LENGTH)),
+            "rows_64_127": summary(slice(TRAIN_LENGTH, None)),
+            "row_distance": distance.tolist()}
+
+
+@torch.no_grad()
+def attention_windows(model, tokens: torch.Tensor, k: int) -> tuple[dict, dict]:
+    """Attention weights of one sequence tokens [T] in each of WINDOWS (queries and keys
+    both inside the window), rounded to 5 decimals, keyed 'start-end' (inclusive); and per
+    window the weight on the target key i - k over the queries whose target key is inside."""
+    model.eval()
+    _, weights = model(tokens[None], return_attention=True)  # [1, T, T]
+    weights = weights[0].cpu()
+    maps, on_target = {}, {}
+    for start, end in WINDOWS:
+        name = f"{start}-{end - 1}"
+        maps[name] = [[round(w, 5) for w in row] for row in weights[start:end, start:end].tolist()]
+        queries = torch.arange(max(start + k, k), end)
+        diagonal = weights[queries, queries - k]
+        on_target[name] = {"mean": diagonal.mean().item(), "min": diagonal.min().item(),
+                           "max": diagonal.max().item(), "queries": len(queries)}
+    return maps, on_target
+
+
+def long_sequence_tokens(num_sequences: int = LONG_SEQUENCES, length: int = LONG_LENGTH,
+                         seed: int = LONG_SEED) -> torch.Tensor:
+    """[num_sequences, length] uniform tokens in [0, VOCAB_SIZE) from a torch.Generator of
+    their own (seeded `seed`): the same draw on every machine and in every run, and none of
+    the prescribed data."""
+    generator = torch.Generator().manual_seed(seed)
+    return torch.randint(0, VOCAB_SIZE, (num_sequences, length), generator=generator)
+
+
+@torch.no_grad()
+def long_sequence_accuracy(model, tokens: torch.Tensor, k: int, bucket: int = LONG_BUCKET,
+                           batch_size: int = LONG_BATCH_SIZE) -> dict:
+    """Offset-retrieval accuracy of model on tokens [N, T] (on the model's device; targets
+    built here: the target at position i >= k is tokens[:, i - k]; positions 0..k-1 have
+    none), in eval mode.
+
+    Returns {'buckets': accuracy over each `bucket` positions 0..bucket-1, ..., (None where a
+    bucket holds no target), 'beyond_128_255', 'beyond_256_511': pooled accuracy over those
+    positions (None if the sequences are too short to reach them)}.
+    """
+    model.eval()
+    N, T = tokens.shape
+    correct = torch.zeros(T)
+    for start in range(0, N, batch_size):
+        batch = tokens[start:start + batch_size]
+        predicted = model(batch).argmax(-1)  # [B, T]
+        correct[k:] += (predicted[:, k:] == batch[:, :T - k]).sum(0).cpu().float()
+    count = torch.zeros(T)
+    count[k:] = N
+
+    def pooled(first: int, end: int):
+        total = count[first:end].sum().item()
+        return correct[first:end].sum().item() / total if total else None
+
+    return {"buckets": [pooled(s, s + bucket) for s in range(0, T, bucket)],
+            "beyond_128_255": pooled(128, 256), "beyond_256_511": pooled(256, 512)}
+
+
+def long_sequence_check(model, config, device, num_sequences: int = LONG_SEQUENCES,
+                        length: int = LONG_LENGTH, seed: int = LONG_SEED) -> dict:
+    """The evaluation-only length check of one sinusoidal or rotary run: its weights loaded
+    into the model rebuilt from its Config with max_len = length (the sinusoidal table is a
+    non-persistent buffer and rotary has no table, so the state dicts match), then
+    long_sequence_accuracy on long_sequence_tokens. The entry metrics[scheme]['long_sequences']."""
+    if config.position not in LONG_SCHEMES:
+        raise ValueError(f"the long-sequence check covers {LONG_SCHEMES}, not "
+                         f"{config.position!r} (a learned table has only {config.max_len} "
+                         "rows; none has no position to extrapolate)")
+    long_model = build_model(dataclasses.replace(config, max_len=length))
+    long_model.load_state_dict(model.state_dict())
+    long_model = long_model.to(device).eval()
+    tokens = long_sequence_tokens(num_sequences, length, seed).to(device)
+    return {"seed": seed, "num_sequences": num_sequences, "length": length,
+            **long_sequence_accuracy(long_model, tokens, config.k)}
