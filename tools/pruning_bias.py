@@ -16,7 +16,8 @@ Instructors only (tools/): evidence for the report, not part of the homework.
 
 from problem1.config import load_model
 from problem1.dataset import AdditionDataset
-from problem1.evaluate import HeadRemovalScorer, greedy_pruning
+from problem1.evaluate import greedy_pruning
+from problem1.heads import HeadRemovalScorer
 from provided.common import DATA_DIR, ArgumentParser, fail, results_dir, script, write_json
 
 RUNS = {"forward_n4000": "forward", "reversed_n4000": "reversed"}

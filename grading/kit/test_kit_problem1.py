@@ -13,7 +13,8 @@ import torch
 
 from problem1 import evaluate, train
 from problem1.dataset import BOS, PLUS
-from problem1.evaluate import HEAD_NAMES, breakdown, carries
+from problem1.evaluate import HEAD_NAMES
+from problem1.heads import breakdown, carries, greedy_reproduces
 from problem1.model import AdditionTransformer, position_table, score_predictions
 from problem1.train import batch_indices
 from tests.tiny import addition_data, script_args
@@ -64,7 +65,7 @@ def test_greedy_reproduces_is_greedy_decodings_exact_match():
     for targets in (decoded, wrong):
         tgt_in = torch.cat([torch.full_like(targets[:, :1], BOS), targets[:, :-1]], dim=1)
         with torch.no_grad():
-            right = evaluate.greedy_reproduces(model, memory, tgt_in, targets)
+            right = greedy_reproduces(model, memory, tgt_in, targets)
         assert torch.equal(right, (decoded == targets).all(dim=1))
     assert right.sum() == 64 - 22 - 21
 
