@@ -492,15 +492,31 @@ def build_autograder(path: Path) -> None:
 
 
 # ------------------------------------------------------------------------ resources
+def cgroup_files(name_v2: str, controller: str, name_v1: str) -> list[Path]:
+    """Where this process's cgroup keeps a limit: its own cgroup's file (the path that
+    /proc/self/cgroup names), then the mount's root (a container sees its own there)."""
+    own = []
+    try:
+        for line in Path("/proc/self/cgroup").read_text().splitlines():
+            _, controllers, path = line.split(":", 2)
+            if controllers == "":
+                own.append(Path("/sys/fs/cgroup" + path) / name_v2)
+            elif controller in controllers.split(","):
+                own.append(Path(f"/sys/fs/cgroup/{controller}{path}") / name_v1)
+    except (OSError, ValueError):
+        pass
+    return own + [Path("/sys/fs/cgroup") / name_v2,
+                  Path(f"/sys/fs/cgroup/{controller}") / name_v1]
+
+
 def cpu_quota() -> float:
     """The CPUs this process may use: the cgroup's quota if it has one, else the cores
     it may run on (a container reports the host's count in os.cpu_count())."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (
         os.cpu_count() or 1)
-    for path, parse in (("/sys/fs/cgroup/cpu.max", _cgroup2_cpu),
-                        ("/sys/fs/cgroup/cpu/cpu.cfs_quota_us", _cgroup1_cpu)):
+    for path in cgroup_files("cpu.max", "cpu", "cpu.cfs_quota_us"):
         try:
-            quota = parse(Path(path))
+            quota = (_cgroup2_cpu if path.name == "cpu.max" else _cgroup1_cpu)(path)
         except (OSError, ValueError, ZeroDivisionError):
             continue
         if quota:
@@ -522,9 +538,9 @@ def _cgroup1_cpu(path: Path) -> float | None:
 def memory_limit() -> int:
     """Bytes this process may use: the cgroup's limit if it has one, else the memory
     available on the machine."""
-    for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+    for path in cgroup_files("memory.max", "memory", "memory.limit_in_bytes"):
         try:
-            text = Path(path).read_text().strip()
+            text = path.read_text().strip()
         except OSError:
             continue
         if text.isdigit() and int(text) < 2**60:
