@@ -124,9 +124,9 @@ clean-results:
 
 # BEGIN INSTRUCTORS
 # ----------------------------------------------------------------------- extra seeds
-# Seeds 1-4 of every Problem 1 and 2 run and of four Problem 3 sweep cells, each seed in
+# Seeds 1-4 of every Problem 1 and 2 run and of every Problem 3 sweep cell, each seed in
 # its own folder problemN/results/seeds/seed{S}/ (seed 0 is the committed run itself).
-# Problems 1 and 2 first (short jobs), then the 16 Problem 3 runs, which resume, and the
+# Problems 1 and 2 first (short jobs), then the 48 Problem 3 runs, which resume, and the
 # long run's 10,000 samples.
 # A seed run's target is its training log (committed, written together with its weights),
 # so a fresh clone skips every finished run; a folder's metrics.json is made once all its
