@@ -22,8 +22,7 @@ COMMON   = --device $(DEVICE) --threads $(THREADS)
 HANDOUT    ?= build/handout
 AUTOGRADER ?= build/autograder.zip
 
-.PHONY: all data test smoke handout autograder grade-check lint problem1 problem2 problem3 p3-runs clean-results \
-        seeds seeds-problem1 seeds-problem2 seeds-problem3 samples10k pruning-bias bands mutants rotary-window
+.PHONY: all data test smoke lint problem1 problem2 problem3 p3-runs clean-results
 .DELETE_ON_ERROR:
 
 # The data first, then the longest work: Problem 3's runs fill the cores for most of the time
@@ -123,6 +122,8 @@ clean-results:
 	  problem*/results/metrics.json
 
 # BEGIN INSTRUCTORS
+.PHONY: handout autograder grade-check seeds seeds-problem1 seeds-problem2 seeds-problem3 \
+        samples10k pruning-bias bands mutants rotary-window
 # ----------------------------------------------------------------------- extra seeds
 # Seeds 1-4 of every Problem 1 and 2 run and of every Problem 3 sweep cell, each seed in
 # its own folder problemN/results/seeds/seed{S}/ (seed 0 is the committed run itself).
