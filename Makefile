@@ -213,7 +213,9 @@ autograder:
 mutants:
 	$(PY) -m grading.mutants --write
 
-# the grading kit's acceptance: reference, filled handouts and single parts grade as they should
+# the grading kit's acceptance: reference, filled handouts and single parts grade as they
+# should, and every planted mistake of grading/mutants.py fails a graded test (8 minutes)
 grade-check:
 	$(PY) -m tools.grade_check
+	$(PY) -m grading.mutants
 # END INSTRUCTORS
