@@ -410,7 +410,7 @@ def _one_worker(tree, nodes, sandbox, env, repo, snapshot, result, test_seconds,
         os.close(read_fd)
         _worker(tree, args, write_fd, token, sandbox, snapshot, env, repo)
     os.close(write_fd)
-    buffer, current, started, collect_error = b"", None, time.monotonic(), ""
+    buffer, current, collect_error = b"", None, ""
     limit = time.monotonic() + 4 * test_seconds  # collection (imports) included
     ended_by_itself = False
     try:
@@ -443,8 +443,8 @@ def _one_worker(tree, nodes, sandbox, env, repo, snapshot, result, test_seconds,
                 if event == "collect-error":
                     collect_error += str(record.get("output", "")) + "\n"
                 elif event == "start" and record.get("node") in nodes:
-                    current, started = record["node"], time.monotonic()
-                    limit = started + test_seconds
+                    current = record["node"]
+                    limit = time.monotonic() + test_seconds
                 elif event == "end" and record.get("node") == current:
                     result.outcomes.setdefault(current, (record.get("outcome") == "passed",
                                                          str(record.get("output", ""))))
