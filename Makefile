@@ -25,6 +25,16 @@ AUTOGRADER ?= build/autograder.zip
 .PHONY: all data test smoke lint problem1 problem2 problem3 p3-runs clean-results
 .DELETE_ON_ERROR:
 
+# The prescribed runs and their train.py flags, from each problem's run registry (RUNS in
+# problemN/config.py), as Makefile variables: P1_RUNS, P2_RUNS, P3_SWEEP, P3_MAIN and
+# PN_FLAGS_<run>. Made again whenever a config.py changes.
+RUN_REGISTRY := build/runs.mk
+-include $(RUN_REGISTRY)
+$(RUN_REGISTRY): $(wildcard problem[123]/config.py)
+	@mkdir -p $(@D)
+	@for n in 1 2 3; do $(PY) -m problem$$n.config --make P$$n || exit 1; done > $@.tmp
+	@mv $@.tmp $@
+
 # The data first, then the longest work: Problem 3's runs fill the cores for most of the time
 # and the short jobs of Problems 1 and 2 come last, where they fill the cores up to the last
 # job, Problem 1's evaluate.py (measured: two jobs side by side 98.5% of the time).
@@ -57,12 +67,9 @@ lint:
 
 # --------------------------------------------------------------------------- problem 1
 P1 := problem1/results
-P1_RUNS := $(foreach order,forward reversed,$(foreach n,1000 2000 4000,$(order)_n$(n)))
 
-# model_{digit_order}_n{train_size}.pth
 $(P1)/model_%.pth: | data/addition/train.csv
-	$(RUN) -m problem1.train --digit_order $(word 1,$(subst _n, ,$*)) \
-	  --train_size $(word 2,$(subst _n, ,$*)) $(COMMON)
+	$(RUN) -m problem1.train $(P1_FLAGS_$*) $(COMMON)
 
 $(P1)/metrics.json: $(P1_RUNS:%=$(P1)/model_%.pth)
 	$(RUN) -m problem1.evaluate $(COMMON)
@@ -74,10 +81,9 @@ problem1: $(P1)/figures/pruning.png
 
 # --------------------------------------------------------------------------- problem 2
 P2 := problem2/results
-P2_RUNS := none learned sinusoidal rotary
 
 $(P2)/model_%.pth: | data/offset/train.npy
-	$(RUN) -m problem2.train --position $* $(COMMON)
+	$(RUN) -m problem2.train $(P2_FLAGS_$*) $(COMMON)
 
 $(P2)/metrics.json: $(P2_RUNS:%=$(P2)/model_%.pth)
 	$(RUN) -m problem2.evaluate $(COMMON)
@@ -89,22 +95,13 @@ problem2: $(P2)/figures/accuracy_by_bucket.png
 
 # --------------------------------------------------------------------------- problem 3
 P3 := problem3/results
-P3_MAIN := pre_lr0.001_w500_s4000
-P3_SWEEP := $(foreach norm,pre post,$(foreach lr,0.001 0.01 0.03,$(foreach w,0 500,\
-            $(norm)_lr$(lr)_w$(w)_s1500)))
 
 # The long run first: sampling and evaluation wait on it; the sweep fills the other cores.
 p3-runs: $(P3)/model_$(P3_MAIN).pth $(P3_SWEEP:%=$(P3)/model_%.pth)
 
-$(P3)/model_$(P3_MAIN).pth: | data/smiles/train.txt
-	$(RUN) -m problem3.train --norm pre --lr 1e-3 --warmup 500 --steps 4000 \
-	  --checkpoint_every 1000 $(COMMON)
-
-# model_{norm}_lr{lr}_w{warmup}_s1500.pth (with its training_log_*.json)
-$(P3)/model_%_s1500.pth: | data/smiles/train.txt
-	$(RUN) -m problem3.train $(shell echo $* | sed -E \
-	  's/^(pre|post)_lr([0-9.e-]+)_w([0-9]+)$$/--norm \1 --lr \2 --warmup \3/') \
-	  --steps 1500 $(COMMON)
+# model_{run}.pth, with its training_log_{run}.json (and the long run's step checkpoints)
+$(P3)/model_%.pth: | data/smiles/train.txt
+	$(RUN) -m problem3.train $(P3_FLAGS_$*) $(COMMON)
 
 $(P3)/samples_$(P3_MAIN).txt: $(P3)/model_$(P3_MAIN).pth
 	$(RUN) -m problem3.sample --run $(P3_MAIN) $(COMMON)
@@ -134,7 +131,6 @@ clean-results:
 # logs exist (order-only: Problems 1 and 2 evaluate from the weights, which are not
 # committed).
 SEEDS := 1 2 3 4
-P3_SEED_CELLS := $(P3_SWEEP:%_s1500=%)
 seed_of = $(patsubst seed%,%,$(word 1,$(subst /, ,$(1))))
 run_of = $(patsubst training_log_%,%,$(word 2,$(subst /, ,$(1))))
 
@@ -146,35 +142,31 @@ seeds:
 seed_logs = $(foreach s,$(SEEDS),$(foreach r,$(2),$(1)/seeds/seed$(s)/training_log_$(r).json))
 P1_SEED_LOGS := $(call seed_logs,$(P1),$(P1_RUNS))
 P2_SEED_LOGS := $(call seed_logs,$(P2),$(P2_RUNS))
-P3_SEED_LOGS := $(call seed_logs,$(P3),$(P3_SEED_CELLS:%=%_s1500))
+P3_SEED_LOGS := $(call seed_logs,$(P3),$(P3_SWEEP))
 # cell by cell (seeds 1-4 of one cell, then the next), so that an unfinished pass leaves whole
 # cells of five seeds rather than whole seeds of some cells
-P3_SEED_LOGS_BY_CELL := $(foreach c,$(P3_SEED_CELLS),$(foreach s,$(SEEDS),\
-                        $(P3)/seeds/seed$(s)/training_log_$(c)_s1500.json))
+P3_SEED_LOGS_BY_CELL := $(foreach r,$(P3_SWEEP),$(foreach s,$(SEEDS),\
+                        $(P3)/seeds/seed$(s)/training_log_$(r).json))
 
 seeds-problem1: $(SEEDS:%=$(P1)/seeds/seed%/metrics.json)
 $(P1_SEED_LOGS): $(P1)/seeds/%.json: | data/addition/train.csv
-	$(RUN) -m problem1.train --digit_order $(word 1,$(subst _n, ,$(call run_of,$*))) \
-	  --train_size $(word 2,$(subst _n, ,$(call run_of,$*))) --seed $(call seed_of,$*) \
+	$(RUN) -m problem1.train $(P1_FLAGS_$(call run_of,$*)) --seed $(call seed_of,$*) \
 	  --results_dir $(P1)/seeds/seed$(call seed_of,$*) $(COMMON)
 $(P1)/seeds/seed%/metrics.json: | $(foreach r,$(P1_RUNS),$(P1)/seeds/seed%/training_log_$(r).json)
 	$(RUN) -m problem1.evaluate --heads skip --results_dir $(@D) $(COMMON)
 
 seeds-problem2: $(SEEDS:%=$(P2)/seeds/seed%/metrics.json)
 $(P2_SEED_LOGS): $(P2)/seeds/%.json: | data/offset/train.npy
-	$(RUN) -m problem2.train --position $(call run_of,$*) --seed $(call seed_of,$*) \
+	$(RUN) -m problem2.train $(P2_FLAGS_$(call run_of,$*)) --seed $(call seed_of,$*) \
 	  --results_dir $(P2)/seeds/seed$(call seed_of,$*) $(COMMON)
 $(P2)/seeds/seed%/metrics.json: | $(foreach r,$(P2_RUNS),$(P2)/seeds/seed%/training_log_$(r).json)
 	$(RUN) -m problem2.evaluate --results_dir $(@D) $(COMMON)
 
 seeds-problem3: $(P3_SEED_LOGS_BY_CELL) $(SEEDS:%=$(P3)/seeds/seed%/metrics.json)
-$(P3_SEED_LOGS): $(P3)/seeds/%_s1500.json: | data/smiles/train.txt
-	$(RUN) -m problem3.train $(shell echo $(call run_of,$*) | sed -E \
-	  's/^(pre|post)_lr([0-9.e-]+)_w([0-9]+)$$/--norm \1 --lr \2 --warmup \3/') \
-	  --steps 1500 --seed $(call seed_of,$*) --results_dir $(P3)/seeds/seed$(call seed_of,$*) \
-	  $(COMMON)
-$(P3)/seeds/seed%/metrics.json: \
-  $(foreach c,$(P3_SEED_CELLS),$(P3)/seeds/seed%/training_log_$(c)_s1500.json)
+$(P3_SEED_LOGS): $(P3)/seeds/%.json: | data/smiles/train.txt
+	$(RUN) -m problem3.train $(P3_FLAGS_$(call run_of,$*)) --seed $(call seed_of,$*) \
+	  --results_dir $(P3)/seeds/seed$(call seed_of,$*) $(COMMON)
+$(P3)/seeds/seed%/metrics.json: $(foreach r,$(P3_SWEEP),$(P3)/seeds/seed%/training_log_$(r).json)
 	$(RUN) -m problem3.evaluate --results_dir $(@D) $(COMMON)
 
 # Problem 3's long run at 10,000 samples (uniqueness among 10,000 samples). The weights are not

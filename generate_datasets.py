@@ -27,13 +27,8 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from provided.common import (
-    DATA_DIR,
-    ArgumentParser,
-    atomic_write_bytes,
-    atomic_write_text,
-    script,
-)
+from provided.common import DATA_DIR, ArgumentParser, script
+from provided.results import atomic_write_bytes, atomic_write_text
 from provided.smiles import tokenize
 
 SEED = 641

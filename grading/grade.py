@@ -47,7 +47,8 @@ from grading.sandbox import (
     run_tests,
     sandbox_user,
 )
-from provided.common import REPO_ROOT, ArgumentParser, fail, script, write_json
+from provided.common import REPO_ROOT, ArgumentParser, fail, script
+from provided.results import write_json
 from tools import bands as bands_tool
 
 HIDDEN_DIR = "grading/hidden"

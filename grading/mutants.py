@@ -19,7 +19,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from provided.common import REPO_ROOT, ArgumentParser, atomic_write_text, fail, script
+from provided.common import REPO_ROOT, ArgumentParser, fail, script
+from provided.results import atomic_write_text
 
 
 @dataclass(frozen=True)

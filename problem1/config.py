@@ -5,14 +5,16 @@ Students: given; skim it for the run's settings.
 The homework fixes everything but the digit order and the training size: Adam at learning
 rate 1e-3, batch size 128, 2,400 steps, greedy validation every 50 steps, and the model's
 defaults (2 + 2 layers, d_model 128, 4 heads, d_ff 256, dropout 0.1). A run is named
-{digit_order}_n{train_size}. `load_model` rebuilds a trained model from its checkpoint alone.
+{digit_order}_n{train_size}; RUNS holds the six prescribed runs (`python -m problem1.config
+--list`). `load_model` rebuilds a trained model from its checkpoint alone.
 """
 
 from dataclasses import dataclass
 
 from problem1.dataset import DIGIT_ORDERS
 from problem1.model import AdditionTransformer
-from provided.common import config_from_checkpoint, load_checkpoint, load_state, signature_defaults
+from provided.common import registry_main, signature_defaults
+from provided.results import config_from_checkpoint, load_checkpoint, load_state
 
 TRAIN_SIZES = (1000, 2000, 4000)
 ANALYSED_TRAIN_SIZE = 4000  # the runs whose heads are ablated, pruned and mapped
@@ -21,7 +23,7 @@ MODEL_ARGS = ("d_model", "num_heads", "d_ff", "num_layers", "dropout")
 _MODEL_DEFAULTS = signature_defaults(AdditionTransformer)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Config:
     digit_order: str
     train_size: int
@@ -48,7 +50,10 @@ def run_name(digit_order: str, train_size: int) -> str:
     return f"{digit_order}_n{train_size}"
 
 
-PRESCRIBED = [Config(order, size) for order in DIGIT_ORDERS for size in TRAIN_SIZES]
+# the prescribed runs: name -> train.py's options
+RUNS = {run_name(order, size): {"digit_order": order, "train_size": size}
+        for order in DIGIT_ORDERS for size in TRAIN_SIZES}
+PRESCRIBED = [Config(**options) for options in RUNS.values()]
 
 
 def load_model(path, device) -> tuple[AdditionTransformer, Config]:
@@ -58,3 +63,6 @@ def load_model(path, device) -> tuple[AdditionTransformer, Config]:
     model = load_state(config.build_model(), checkpoint, path)
     return model.to(device).eval(), config
 
+
+if __name__ == "__main__":
+    raise SystemExit(registry_main(RUNS))

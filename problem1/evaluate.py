@@ -26,16 +26,8 @@ from problem1.config import ANALYSED_TRAIN_SIZE, PRESCRIBED, load_model
 from problem1.dataset import BOS, DIGIT_ORDERS, AdditionDataset
 from problem1.heads import HeadRemovalScorer, breakdown
 from problem1.model import score_predictions
-from provided.common import (
-    ArgumentParser,
-    BadFileError,
-    add_common_args,
-    fail,
-    read_json,
-    script,
-    setup,
-    write_json,
-)
+from provided.common import ArgumentParser, add_common_args, fail, script, setup
+from provided.results import BadFileError, read_json, write_json
 
 # The 24 heads, in the order of the report: encoder self-attention of layers 0 and 1, then
 # per decoder layer its causal self-attention and its cross-attention.
@@ -122,18 +114,14 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def load_run(config, args, device):
     """The trained model of a prescribed run, or None (with one line saying what to run)
-    if its weights are missing. Corrupt weights stop the script with one line."""
+    if its weights are missing. Corrupt weights raise BadFileError."""
     path = args.results_dir / f"model_{config.run}.pth"
     if not path.exists():
         print(f"skipping {config.run}: {path} not found; train it with `python -m "
               f"problem1.train --digit_order {config.digit_order} --train_size "
               f"{config.train_size}`", file=sys.stderr)
         return None
-    try:
-        model, saved = load_model(path, device)
-    except BadFileError as err:
-        fail(str(err))
-    return model, saved
+    return load_model(path, device)
 
 
 def logged_steps_to_95(run: str, results_dir):

@@ -32,17 +32,17 @@ from problem1.model import score_predictions
 from provided.common import (
     ArgumentParser,
     add_common_args,
-    checkpoint_bytes,
     explicit_results_dir,
     fail,
-    json_bytes,
     missing_data_message,
     positive_int,
     script,
     setup,
+)
+from provided.results import (
+    save_run,
     unfinished,
     write_json,
-    write_results,
 )
 
 
@@ -152,7 +152,8 @@ def load_data(args) -> tuple[AdditionDataset, AdditionDataset]:
 @script
 def main(argv=None) -> int:
     args = parse_args(argv)
-    config = Config(args.digit_order, args.train_size, steps=args.steps, seed=args.seed)
+    config = Config(digit_order=args.digit_order, train_size=args.train_size, steps=args.steps,
+                    seed=args.seed)
     if config not in PRESCRIBED:
         explicit_results_dir(args, "problem1", f"--train_size {args.train_size} "
                              f"--steps {args.steps} --seed {args.seed}")
@@ -178,8 +179,7 @@ def main(argv=None) -> int:
             losses = []
             write_json(unfinished(log_path), training_log(config, log))  # to watch a run
             progress.set_postfix(loss=f"{log[-1]['train_loss']:.3f}", val_exact=f"{exact:.3f}")
-    write_results({log_path: json_bytes(training_log(config, log)),  # both or neither
-                   args.results_dir / f"model_{run}.pth": checkpoint_bytes(config, model)})
+    save_run(args.results_dir, config, training_log(config, log), model)
     unfinished(log_path).unlink(missing_ok=True)
     print(f"{run}: steps_to_95 = {steps_to_95(log)}; wrote {log_path} and "
           f"model_{run}.pth in {time.perf_counter() - start:.0f} s")

@@ -18,7 +18,6 @@ import math
 
 import torch
 
-from problem2.config import build_model
 from problem2.dataset import IGNORE_INDEX, SEQUENCE_LENGTHS, VOCAB_SIZE
 from provided.common import EVAL_BATCH_SIZE
 
@@ -218,7 +217,7 @@ def long_sequence_check(model, config, device, num_sequences: int = LONG_SEQUENC
         raise ValueError(f"the long-sequence check covers {LONG_SCHEMES}, not "
                          f"{config.position!r} (a learned table has only {config.max_len} "
                          "rows; none has no position to extrapolate)")
-    long_model = build_model(dataclasses.replace(config, max_len=length))
+    long_model = dataclasses.replace(config, max_len=length).build_model()
     long_model.load_state_dict(model.state_dict())
     long_model = long_model.to(device).eval()
     tokens = long_sequence_tokens(num_sequences, length, seed).to(device)

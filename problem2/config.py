@@ -5,21 +5,18 @@ Students: given; skim it for the run's settings.
 The homework fixes everything but the position scheme: Adam at learning rate 1e-3, batch
 size 64, 5 epochs, d_model 64, one head, offset k = 7, a 128-row learned table; the log's
 test accuracy covers the first 64 positions of each test sequence. A run is named after its
-position scheme. `load_model` rebuilds a trained model, and `build_model` its initial
-weights, from the Config alone.
+position scheme; RUNS holds the four prescribed runs (`python -m problem2.config --list`).
+`load_model` rebuilds a trained model, and `Config.build_model` its initial weights, from the
+Config alone.
 """
 
 from dataclasses import dataclass
 
 import torch
 
-from problem2.model import OffsetRetrievalModel
-from provided.common import (
-    config_from_checkpoint,
-    load_checkpoint,
-    load_state,
-    signature_defaults,
-)
+from problem2.model import POSITIONS, OffsetRetrievalModel
+from provided.common import registry_main, signature_defaults
+from provided.results import config_from_checkpoint, load_checkpoint, load_state
 
 _MODEL_DEFAULTS = signature_defaults(OffsetRetrievalModel)
 
@@ -43,23 +40,31 @@ class Config:
 
     @property
     def run(self) -> str:
-        return self.position
+        return run_name(self.position)
 
-    @property
-    def prescribed(self) -> bool:
-        return self.seed == 0 and self.max_steps is None
+    def build_model(self) -> OffsetRetrievalModel:
+        """The untrained model of the run. Torch's generator is reseeded with the run's seed
+        right before construction, so that evaluate.py rebuilds exactly the initial weights
+        (e.g. the learned table) and training continues from that generator state."""
+        torch.manual_seed(self.seed)
+        return OffsetRetrievalModel(self.position, d_model=self.d_model, max_len=self.max_len)
 
 
-def build_model(config: Config) -> OffsetRetrievalModel:
-    """The untrained model of a run: torch's generator is reseeded right before construction,
-    so evaluate.py rebuilds exactly the initial weights (e.g. the learned table)."""
-    torch.manual_seed(config.seed)
-    return OffsetRetrievalModel(config.position, d_model=config.d_model, max_len=config.max_len)
+def run_name(position: str) -> str:
+    return position
+
+
+# the prescribed runs: name -> train.py's options
+RUNS = {run_name(position): {"position": position} for position in POSITIONS}
 
 
 def load_model(path, device) -> tuple[OffsetRetrievalModel, Config]:
     """(model in eval mode on device, its Config) from a checkpoint written by train.py."""
     checkpoint = load_checkpoint(path, device)
     config = config_from_checkpoint(Config, checkpoint, path)
-    model = load_state(build_model(config), checkpoint, path)
+    model = load_state(config.build_model(), checkpoint, path)
     return model.to(device).eval(), config
+
+
+if __name__ == "__main__":
+    raise SystemExit(registry_main(RUNS))

@@ -62,7 +62,7 @@ from problem2.analysis import (
     per_position_accuracy,
     position_score_margins,
 )
-from problem2.config import Config, build_model, load_model
+from problem2.config import Config, load_model
 from problem2.dataset import IGNORE_INDEX, SEQUENCE_LENGTHS, OffsetDataset, check_offset_split
 from problem2.model import POSITIONS
 from problem2.positional import (
@@ -71,16 +71,8 @@ from problem2.positional import (
     shift_rotation,
     sinusoidal_table,
 )
-from provided.common import (
-    EVAL_BATCH_SIZE,
-    ArgumentParser,
-    BadFileError,
-    add_common_args,
-    fail,
-    script,
-    setup,
-    write_json,
-)
+from provided.common import EVAL_BATCH_SIZE, ArgumentParser, add_common_args, fail, script, setup
+from provided.results import write_json
 
 TRAIN_LENGTH = SEQUENCE_LENGTHS["train"]
 K = Config.k
@@ -222,10 +214,7 @@ def load_runs(results_dir, device) -> dict:
             print(f"skipping {position}: {path} not found; train it with "
                   f"`python -m problem2.train --position {position}`", file=sys.stderr)
             continue
-        try:
-            runs[position] = load_model(path, device)
-        except BadFileError as err:
-            fail(str(err))
+        runs[position] = load_model(path, device)
     if not runs:
         fail(f"no model_*.pth in {results_dir}: run train.py first (see the README)")
     return runs
@@ -253,7 +242,7 @@ def main(argv=None) -> int:
             "attention": attention_metrics(attention_tallies(model, tokens, targets, K),
                                            counts["count"])}
         if position == "learned":
-            initial = build_model(config).pos_emb.weight.detach()
+            initial = config.build_model().pos_emb.weight.detach()
             metrics[position]["table_drift"] = learned_table_drift(model.pos_emb.weight, initial)
         if position in ("learned", "sinusoidal"):
             margins = position_score_margins(model, tokens.shape[1], K)

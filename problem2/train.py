@@ -25,22 +25,20 @@ import torch
 import torch.nn.functional as F
 from tqdm import tqdm
 
-from problem2.config import Config, build_model
+from problem2.config import Config
 from problem2.dataset import IGNORE_INDEX, SPLITS, OffsetDataset, check_offset_split
 from problem2.model import POSITIONS
 from provided.common import (
     EVAL_BATCH_SIZE,
     ArgumentParser,
     add_common_args,
-    checkpoint_bytes,
     explicit_results_dir,
     fail,
-    json_bytes,
     positive_int,
     script,
     setup,
-    write_results,
 )
+from provided.results import save_run
 
 
 def loss_and_correct(logits: torch.Tensor, targets: torch.Tensor):
@@ -113,7 +111,7 @@ def train_epoch(model, optimizer, tokens: torch.Tensor, targets: torch.Tensor,
 def train(config: Config, train_set: OffsetDataset, test_set: OffsetDataset,
           device: torch.device) -> tuple[dict, torch.nn.Module]:
     """Train one run; returns (log, trained model)."""
-    model = build_model(config).to(device)
+    model = config.build_model().to(device)
     optimizer = torch.optim.Adam(model.parameters(), lr=config.lr)
     generator = torch.Generator().manual_seed(config.seed)
     tokens, targets = train_set.tokens.to(device), train_set.targets.to(device)
@@ -173,9 +171,7 @@ def main(argv=None) -> int:
 
     start = time.perf_counter()
     log, model = train(config, train_set, test_set, device)
-    log_path = args.results_dir / f"training_log_{config.run}.json"
-    write_results({log_path: json_bytes(log),  # both or neither
-                   args.results_dir / f"model_{config.run}.pth": checkpoint_bytes(config, model)})
+    log_path = save_run(args.results_dir, config, log, model)
     print(f"[{config.run}] done in {time.perf_counter() - start:.1f} s; wrote {log_path}")
     return 0
 

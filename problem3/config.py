@@ -5,21 +5,18 @@ Students: given; skim it for the run's settings.
 The homework fixes the model (DecoderLM's defaults: d_model 128, 4 layers, 4 heads, d_ff 512,
 max_len 52, dropout 0.1), Adam with betas (0.9, 0.98), batch size 128 and clipping at norm
 1.0. A run chooses the norm placement, the peak learning rate, the warmup and the number of
-steps, and is named {norm}_lr{lr}_w{warmup}_s{steps}. A checkpoint holds the Config, the
-weights and the vocabulary, so `load_model` rebuilds a model from the file alone.
+steps, and is named {norm}_lr{lr}_w{warmup}_s{steps}. RUNS holds the prescribed runs: the
+12 cells of the sweep at 1,500 steps and the 4,000-step MAIN_RUN (`python -m problem3.config
+--list`). A checkpoint holds the Config, the weights and the vocabulary, so `load_model`
+rebuilds a model from the file alone.
 """
 
 import re
 from dataclasses import dataclass
 
-from problem3.model import DecoderLM
-from provided.common import (
-    BadFileError,
-    config_from_checkpoint,
-    load_checkpoint,
-    load_state,
-    signature_defaults,
-)
+from problem3.model import NORMS, DecoderLM
+from provided.common import registry_main, signature_defaults
+from provided.results import BadFileError, config_from_checkpoint, load_checkpoint, load_state
 from provided.smiles import SmilesVocab
 
 MODEL_ARGS = ("d_model", "num_layers", "num_heads", "d_ff", "max_len", "dropout")
@@ -33,7 +30,7 @@ TRAIN_THRESHOLD = 2.0  # a run "trains" if its final validation loss is below th
 HOMEWORK_TOKENS = frozenset("# ( ) - 1 2 3 4 5 = Br C Cl F N O S [nH] c n o s".split())
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Config:
     norm: str
     lr: float
@@ -62,7 +59,24 @@ class Config:
 
 def run_name(norm: str, lr: float, warmup: int, steps: int) -> str:
     """e.g. pre_lr0.001_w500_s1500 (the learning rate as Python's str of the float)."""
-    return f"{norm}_lr{float(lr)}_w{warmup}_s{steps}"
+    return f"{cell_name(norm, lr, warmup)}_s{steps}"
+
+
+def cell_name(norm: str, lr: float, warmup: int) -> str:
+    """A sweep cell, the runs of one setting whatever their steps or seed: pre_lr0.001_w500."""
+    return f"{norm}_lr{float(lr)}_w{warmup}"
+
+
+# the prescribed runs: name -> train.py's options
+SWEEP_STEPS = 1500
+SWEEP_LRS = (1e-3, 1e-2, 3e-2)
+SWEEP_WARMUPS = (0, 500)
+SWEEP = {run_name(norm, lr, warmup, SWEEP_STEPS):
+         {"norm": norm, "lr": lr, "warmup": warmup, "steps": SWEEP_STEPS}
+         for norm in NORMS for lr in SWEEP_LRS for warmup in SWEEP_WARMUPS}
+MAIN = {"norm": "pre", "lr": 1e-3, "warmup": 500, "steps": 4000, "checkpoint_every": 1000}
+MAIN_RUN = run_name(MAIN["norm"], MAIN["lr"], MAIN["warmup"], MAIN["steps"])  # the long run
+RUNS = {**SWEEP, MAIN_RUN: MAIN}
 
 
 RUN_NAME = re.compile(r"(pre|post)_lr[0-9.e-]+_w[0-9]+_s[0-9]+")  # what run_name makes
@@ -91,3 +105,7 @@ def load_model(path, device) -> tuple[DecoderLM, SmilesVocab, Config, int]:
     return model.to(device).eval(), SmilesVocab(checkpoint["vocab"]), config, checkpoint["step"]
 
 
+
+
+if __name__ == "__main__":
+    raise SystemExit(registry_main(RUNS, {"sweep": list(SWEEP), "main": [MAIN_RUN]}))

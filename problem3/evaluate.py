@@ -35,7 +35,7 @@ from rdkit import Chem, RDLogger
 from rdkit.Chem import QED, Descriptors
 from tqdm import tqdm
 
-from problem3.config import TRAIN_THRESHOLD, load_model
+from problem3.config import MAIN_RUN, SWEEP_STEPS, TRAIN_THRESHOLD, load_model
 from problem3.dataset import (
     IGNORE_INDEX,
     SmilesDataset,
@@ -48,23 +48,18 @@ from problem3.dataset import (
 from problem3.sample import NUM_SAMPLES, sample_run
 from provided.common import (
     ArgumentParser,
-    BadFileError,
     add_common_args,
-    atomic_write_text,
     fail,
     missing_data_message,
     positive_int,
-    read_json,
     script,
     setup,
-    write_json,
 )
+from provided.results import BadFileError, atomic_write_text, read_json, write_json
 from provided.smiles import tokenize
 
 RDLogger.DisableLog("rdApp.*")
 
-MAIN_RUN = "pre_lr0.001_w500_s4000"
-SWEEP_STEPS = 1500
 NUM_PROPERTY_MOLECULES = 1000  # training molecules in the property figure
 TEMPERATURES = (0.7, 1.0, 1.3)
 EARLY_STEPS = (50, 100)
@@ -292,10 +287,7 @@ def checkpoints(results_dir: Path, run: str, device) -> list[tuple]:
         return []
     found = []
     for path in [*results_dir.glob(f"model_{run}_step*.pth"), final]:
-        try:
-            model, vocab, _, step = load_model(path, device)
-        except BadFileError as err:
-            fail(str(err))
+        model, vocab, _, step = load_model(path, device)
         found.append((step, model, vocab))
     return sorted(found, key=lambda item: item[0])
 

@@ -10,7 +10,6 @@ and a key/value cache means each new token costs one position's work.
 """
 
 import argparse
-from pathlib import Path
 
 import torch
 
@@ -18,15 +17,14 @@ from problem3.config import RUN_NAME, load_model
 from problem3.model import DecoderLM
 from provided.common import (
     ArgumentParser,
-    BadFileError,
     add_common_args,
-    atomic_write_text,
     explicit_results_dir,
     fail,
     positive_int,
     script,
     setup,
 )
+from provided.results import atomic_write_text
 from provided.smiles import BOS, EOS, PAD, SmilesVocab
 
 NUM_SAMPLES = 1000
@@ -84,14 +82,6 @@ def generate_batch(model, vocab: SmilesVocab, size: int, temperature: float, max
     # END SOLUTION
 
 
-def load_run(path: Path, device):
-    """(model, vocab, config, step) of a checkpoint, or one line saying what is wrong."""
-    try:
-        return load_model(path, device)
-    except (FileNotFoundError, BadFileError) as err:
-        fail(str(err))
-
-
 def sample_run(model, vocab, num_samples: int, temperature: float, seed: int,
                device) -> list[str]:
     """Seeded samples: the same (run, temperature, seed) always gives the same strings."""
@@ -126,7 +116,7 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     device = setup(args)
     path = args.results_dir / f"model_{args.run}.pth"
-    model, vocab, config, _ = load_run(path, device)
+    model, vocab, config, _ = load_model(path, device)
     if config.run != args.run:
         fail(f"{path} holds the run {config.run}, not {args.run}: it was renamed or "
              "overwritten; train the run again")

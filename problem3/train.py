@@ -1,7 +1,7 @@
 """Train the SMILES language model (Problem 3, Part C).
 
-Students: you write lr_at_step and train_step; the rest (arguments, resuming, data checks,
-logs) is given and need not be read.
+Students: you write lr_at_step and train_step; the rest (arguments, the loop, logs) is
+given and need not be read; the data checks and resuming are in problem3/run_files.py.
 
     python train.py --norm pre --lr 1e-3 --warmup 500                  # one sweep run
     python train.py --norm pre --lr 1e-3 --warmup 500 --steps 4000 --checkpoint_every 1000
@@ -21,7 +21,6 @@ going and logs null for the non-finite values.
 import argparse
 import math
 from dataclasses import asdict
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -30,35 +29,28 @@ from tqdm import tqdm
 from problem3.config import (
     BETAS,
     CLIP_NORM,
-    HOMEWORK_TOKENS,
     LOG_EVERY,
     VAL_EVERY,
     Config,
     checkpoint_extras,
-    differences,
 )
-from problem3.dataset import IGNORE_INDEX, SmilesDataset, build_vocab, locate_smiles_error
+from problem3.dataset import IGNORE_INDEX, SmilesDataset
 from problem3.model import NORMS
+from problem3.run_files import check_vocab, load_data, resume, rng_state
 from provided.common import (
     EVAL_BATCH_SIZE,
     ArgumentParser,
-    BadFileError,
     add_common_args,
-    checkpoint_bytes,
     explicit_results_dir,
-    fail,
-    file_fingerprint,
-    json_bytes,
-    load_checkpoint,
-    missing_data_message,
     non_negative_int,
     positive_int,
-    save_checkpoint,
     script,
     setup,
-    write_results,
 )
-from provided.smiles import SmilesVocab, tokenize
+from provided.results import (
+    save_checkpoint,
+    save_run,
+)
 
 
 def lr_at_step(step: int, peak_lr: float, warmup: int) -> float:
@@ -125,19 +117,6 @@ def evaluate_loss(model, dataset: SmilesDataset, device, batch_size: int = EVAL_
     return total / count
 
 
-def rng_state(device) -> dict:
-    state = {"cpu": torch.get_rng_state()}
-    if device.type == "cuda":
-        state["cuda"] = torch.cuda.get_rng_state(device)
-    return state
-
-
-def set_rng_state(state: dict, device) -> None:
-    torch.set_rng_state(state["cpu"])
-    if device.type == "cuda" and "cuda" in state:
-        torch.cuda.set_rng_state(state["cuda"], device)
-
-
 def parse_args(argv=None) -> argparse.Namespace:
     parser = ArgumentParser(__doc__)
     parser.add_argument("--norm", choices=NORMS, required=True)
@@ -159,84 +138,6 @@ def parse_args(argv=None) -> argparse.Namespace:
     return args
 
 
-def load_data(data_dir: Path, batch_size: int):
-    """(vocab, training set, validation set, data fingerprints), or one line naming the file
-    that is missing, empty or unreadable. The training file is checked first."""
-    paths = {split: data_dir / "smiles" / f"{split}.txt" for split in ("train", "val")}
-    for path in paths.values():
-        if not path.exists():
-            fail(missing_data_message(path))
-    try:
-        vocab = build_vocab(paths["train"])
-        train_set = SmilesDataset(paths["train"], vocab)
-    except ValueError as err:
-        fail(locate_smiles_error(paths["train"], err))
-    check_tokens(vocab, train_set, paths["train"])
-    if len(train_set) < batch_size:
-        fail(f"{paths['train']} has {len(train_set)} strings, fewer than one batch of "
-             f"{batch_size}: regenerate it with `python generate_datasets.py --only smiles "
-             "--force`")
-    try:
-        val_set = SmilesDataset(paths["val"], vocab)
-    except ValueError as err:
-        fail(str(err))
-    if len(val_set) == 0:
-        fail(f"{paths['val']} holds no strings: regenerate it with `python "
-             "generate_datasets.py --only smiles --force`")
-    fingerprints = [file_fingerprint(path) for path in paths.values()]
-    return vocab, train_set, val_set, fingerprints
-
-
-def check_tokens(vocab: SmilesVocab, train_set: SmilesDataset, path: Path) -> None:
-    """Stop, naming the first line that holds it, at a token outside HOMEWORK_TOKENS (it
-    would silently grow the vocabulary and the model)."""
-    unexpected = sorted(set(vocab.chemistry_tokens) - HOMEWORK_TOKENS)
-    if unexpected:
-        line = next(number for number, smiles in enumerate(train_set.smiles, start=1)
-                    if set(tokenize(smiles)) & set(unexpected))
-        fail(f"{path}, line {line}: token {unexpected[0]!r} is not one of the homework's "
-             f"{len(HOMEWORK_TOKENS)} SMILES tokens; regenerate the file with `python "
-             "generate_datasets.py --only smiles --force`")
-
-
-def check_vocab(vocab: SmilesVocab, out: Path) -> None:
-    """Save the vocabulary to out/vocab.json, or stop if the runs already there were trained
-    over another vocabulary (their files and this run's must not mix)."""
-    path = out / "vocab.json"
-    if path.exists():
-        try:
-            saved = SmilesVocab.load(path)
-        except BadFileError as err:
-            fail(str(err))
-        if saved != vocab:
-            fail(f"{path} holds another vocabulary ({' '.join(saved.chemistry_tokens)}) than "
-                 f"this training file ({' '.join(vocab.chemistry_tokens)}): use another "
-                 "--results_dir, or delete the runs there")
-    vocab.save(path)
-
-
-def resume(path: Path, config: Config, data: list[dict], model, optimizer, device):
-    """(log, first step) of a run resumed from its resume file, or None if there is none.
-    Stops with one line if the file is damaged or belongs to another configuration."""
-    if not path.exists():
-        return None
-    try:
-        state = load_checkpoint(path, device, trusted=True)
-    except BadFileError as err:
-        fail(f"{err} (it only saves progress: deleting it starts the run over)")
-    changed = differences(state["config"], asdict(config))
-    if state.get("data") != data:
-        changed.append("the data files (their bytes differ)")
-    if changed:
-        fail(f"{path} was saved by another configuration ({'; '.join(changed)}): re-run "
-             "with the same flags and data to resume, or delete it to start over")
-    model.load_state_dict(state["model"])
-    optimizer.load_state_dict(state["optimizer"])
-    set_rng_state(state["rng"], device)
-    print(f"{config.run}: resuming after step {state['step']}")
-    return state["log"], state["step"] + 1
-
-
 @script(interrupted="interrupted: re-run the same command to resume from the last save "
                     f"(every {VAL_EVERY} steps)")
 def main(argv=None) -> int:
@@ -248,9 +149,9 @@ def main(argv=None) -> int:
     vocab, train_set, val_set, data = load_data(args.data_dir, args.batch_size)
     out = args.results_dir
     check_vocab(vocab, out)
-    config = Config(args.norm, args.lr, args.warmup, args.steps, args.checkpoint_every,
-                    args.batch_size, args.seed, torch.get_num_threads(),
-                    vocab_size=len(vocab))
+    config = Config(norm=args.norm, lr=args.lr, warmup=args.warmup, steps=args.steps,
+                    checkpoint_every=args.checkpoint_every, batch_size=args.batch_size,
+                    seed=args.seed, threads=torch.get_num_threads(), vocab_size=len(vocab))
     run = config.run
 
     model = config.build_model().to(device)
@@ -290,12 +191,9 @@ def main(argv=None) -> int:
                             rng=rng_state(device), log=log, data=data, **extras)
 
     log["final_val_loss"] = log["val"][-1]["val_loss"] if log["val"] else None
-    write_results({out / f"training_log_{run}.json": json_bytes(log),  # both or neither
-                   out / f"model_{run}.pth": checkpoint_bytes(
-                       config, model, **checkpoint_extras(vocab, config.steps))})
+    log_path = save_run(out, config, log, model, **checkpoint_extras(vocab, config.steps))
     resume_path.unlink(missing_ok=True)
-    print(f"{run}: final validation loss {log['final_val_loss']}; wrote "
-          f"{out / f'training_log_{run}.json'}")
+    print(f"{run}: final validation loss {log['final_val_loss']}; wrote {log_path}")
     return 0
 
 

@@ -1,16 +1,12 @@
-"""Helpers shared by every problem's scripts: paths, devices, seeding, safe result files.
+"""The runtime every script shares: paths, command-line options, devices, seeding, errors.
 
-Students: given; you need not read it. Your code may use fail() for a one-line error, and
-IGNORE_INDEX.
+Students: given; you need not read it. Your code may raise HomeworkError (or call fail())
+for a one-line error, and use IGNORE_INDEX.
 
 Every script in problem1/, problem2/ and problem3/ uses these, so that they all take the
-same command-line options (--data_dir, --results_dir, --device, --seed, --threads), end
-the same way on bad input or Ctrl-C (one line, no traceback), and write results the same
-way: strict JSON (a non-finite number becomes null) and checkpoints that carry the
-configuration that built them, each written to a temporary file first and then renamed, so
-that an interrupted run never leaves a half-written result behind.
-
-Every script has the same shape:
+same command-line options (--data_dir, --results_dir, --device, --seed, --threads) and end
+the same way on bad input, Ctrl-C or a failing disk: one line, no traceback. How they write
+and read results is provided/results.py. Every script has the same shape:
 
     @script
     def main(argv=None) -> int:
@@ -20,18 +16,15 @@ Every script has the same shape:
 
     if __name__ == "__main__":
         raise SystemExit(main())
+
+Each problem's prescribed runs are named once, in RUNS of problemN/config.py, and
+`python -m problemN.config --list` prints them (registry_main below).
 """
 
 import argparse
-import dataclasses
 import errno
 import functools
-import hashlib
 import inspect
-import io
-import json
-import math
-import os
 import random
 import sys
 import tempfile
@@ -169,6 +162,12 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
+class HomeworkError(Exception):
+    """Bad input that the user can fix: a missing, damaged or mismatched file, or a flag that
+    does not fit. Its message is one line that names the file or flag and says what to do;
+    @script prints it (exit 2) instead of a traceback."""
+
+
 def fail(message: str, code: int = 2) -> NoReturn:
     """Stop a script with one clear line on stderr, no traceback."""
     print(f"error: {message}", file=sys.stderr)
@@ -179,8 +178,9 @@ INTERRUPTED = "interrupted: finished files are untouched; run the same command a
 
 
 def script(main=None, *, interrupted: str = INTERRUPTED):
-    """Decorate a script's main(argv=None) -> int so that Ctrl-C and a failing disk end in
-    one line (exit 130 and 1) instead of a traceback. `interrupted` is that line for Ctrl-C."""
+    """Decorate a script's main(argv=None) -> int so that bad input (HomeworkError), Ctrl-C
+    and a failing disk end in one line (exit 2, 130 and 1) instead of a traceback.
+    `interrupted` is that line for Ctrl-C."""
     if main is None:
         return functools.partial(script, interrupted=interrupted)
 
@@ -189,6 +189,8 @@ def script(main=None, *, interrupted: str = INTERRUPTED):
         check_same_repository(main)
         try:
             return main(argv)
+        except HomeworkError as err:
+            fail(str(err))
         except KeyboardInterrupt:
             fail(interrupted, code=130)
         except OSError as err:
@@ -219,6 +221,47 @@ def os_error_message(err: OSError) -> str:
     return f"{where}: {err.strerror or err}"
 
 
+def registry_main(runs: dict[str, dict], groups: dict[str, list[str]] | None = None,
+                  argv=None) -> int:
+    """The command line of a problem's run registry, `python -m problemN.config`.
+
+    runs maps each prescribed run's name to the train.py options that make it, e.g.
+    {'forward_n1000': {'digit_order': 'forward', 'train_size': 1000}}; groups names subsets.
+
+        --list [GROUP]     the names, one per line
+        --flags NAME       the train.py flags of one run: --digit_order forward --train_size 1000
+        --make PREFIX      all of it as Makefile variables: PREFIX_RUNS, PREFIX_<GROUP> and
+                           PREFIX_FLAGS_<name> (the Makefile includes this, so that it never
+                           parses a run's name back into flags)
+    """
+    groups = groups or {}
+    parser = ArgumentParser(registry_main.__doc__.split("\n\n")[0])
+    action = parser.add_mutually_exclusive_group(required=True)
+    action.add_argument("--list", nargs="?", const="all", choices=["all", *groups],
+                        metavar="GROUP")
+    action.add_argument("--flags", choices=list(runs), metavar="NAME")
+    action.add_argument("--make", metavar="PREFIX")
+    args = parser.parse_args(argv)
+    if args.list:
+        print("\n".join(groups.get(args.list, list(runs))))
+    elif args.flags:
+        print(run_flags(runs[args.flags]))
+    else:
+        lines = [f"{args.make}_RUNS := {' '.join(runs)}"]
+        lines += [f"{args.make}_{group.upper()} := {' '.join(names)}"
+                  for group, names in groups.items()]
+        lines += [f"{args.make}_FLAGS_{name} := {run_flags(options)}"
+                  for name, options in runs.items()]
+        print("\n".join(lines))
+    return 0
+
+
+def run_flags(options: dict) -> str:
+    """train.py's flags for a run's options: {'norm': 'pre', 'lr': 0.001} gives
+    '--norm pre --lr 0.001'."""
+    return " ".join(f"--{key} {value}" for key, value in options.items())
+
+
 def missing_data_message(path: Path) -> str:
     return f"{path} not found: run `python generate_datasets.py` from the repository root first"
 
@@ -230,156 +273,3 @@ def signature_defaults(callable_) -> dict:
             if p.default is not inspect.Parameter.empty}
 
 
-def file_fingerprint(path: Path) -> dict:
-    """{'name', 'bytes', 'sha1'} of a data file: what a resumed run compares."""
-    path = Path(path)
-    return {"name": path.name, "bytes": path.stat().st_size,
-            "sha1": hashlib.sha1(path.read_bytes()).hexdigest()}
-
-
-def to_strict_json(obj):
-    """Recursively replace non-finite floats with None and tensors/arrays with lists."""
-    if isinstance(obj, dict):
-        return {str(k): to_strict_json(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [to_strict_json(v) for v in obj]
-    if isinstance(obj, (torch.Tensor, np.ndarray)):
-        return to_strict_json(obj.tolist())
-    if isinstance(obj, (np.floating, np.integer, np.bool_)):
-        obj = obj.item()
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None
-    if isinstance(obj, Path):
-        return str(obj)
-    return obj
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write text to a temporary file beside path, then rename it into place."""
-    write_results({path: text.encode()})
-
-
-def name_the_file(err: BaseException, path: Path) -> None:
-    """Give an OSError without a file name (a failed write: a full disk) the name of the
-    result it was writing, so that its one line says which file was not written."""
-    if isinstance(err, OSError) and err.filename is None:
-        err.filename = str(path)
-
-
-def write_json(path: Path, obj) -> None:
-    """Strict JSON (no NaN/Infinity), indented, written atomically."""
-    write_results({path: json_bytes(obj)})
-
-
-class BadFileError(ValueError):
-    """A results file that exists but cannot be used (corrupt, truncated, unfinished)."""
-
-
-def read_json(path: Path):
-    """The JSON in path; BadFileError naming the file if it is not valid JSON."""
-    path = Path(path)
-    try:
-        with open(path) as f:
-            return json.load(f)
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise BadFileError(f"{path} is not valid JSON ({err}): delete it and re-run the "
-                           "step that writes it") from None
-
-
-def unfinished(path: Path) -> Path:
-    """Where a run keeps a result while it runs: training_log_x.json -> training_log_x.partial.json.
-    It takes its real name only once the run has finished, so that a killed run never
-    replaces a finished result (and figures never read a partial one)."""
-    path = Path(path)
-    return path.with_name(f"{path.stem}.partial{path.suffix}")
-
-
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write bytes to a temporary file beside path, then rename it into place."""
-    write_results({path: data})
-
-
-def save_checkpoint(path: Path, config, model: torch.nn.Module, **extra) -> None:
-    """{'config': the run's config as a dict, 'model': the state dict, **extra}, atomically:
-    the checkpoint alone rebuilds the model, no run name is parsed."""
-    write_results({path: checkpoint_bytes(config, model, **extra)})
-
-
-def json_bytes(obj) -> bytes:
-    """What write_json writes, as bytes (for write_results)."""
-    return (json.dumps(to_strict_json(obj), indent=2, allow_nan=False) + "\n").encode()
-
-
-def checkpoint_bytes(config, model: torch.nn.Module, **extra) -> bytes:
-    """What save_checkpoint writes, as bytes (for write_results). Saved through memory, so
-    that the same weights always give the same bytes (torch.save to a file records the
-    temporary file's name)."""
-    if dataclasses.is_dataclass(config):
-        config = dataclasses.asdict(config)
-    buffer = io.BytesIO()
-    torch.save({"config": config, "model": model.state_dict(), **extra}, buffer)
-    return buffer.getvalue()
-
-
-def write_results(files: dict) -> None:
-    """Write the results of one run ({path: bytes}, e.g. its log and its weights) together:
-    every file to a temporary file beside it first, and only then all renamed into place, so
-    that a failure while writing (a full disk, Ctrl-C) leaves every previous file as it was
-    and a new log never sits beside the previous run's weights."""
-    staged, path = [], None
-    try:
-        for path, data in files.items():
-            path = Path(path)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-            staged.append((tmp, path))
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-            os.chmod(tmp, 0o644)  # mkstemp's files are owner-only
-        for tmp, path in staged:  # renames: they do not fail for want of space
-            os.replace(tmp, path)
-    except BaseException as err:
-        for tmp, _ in staged:
-            Path(tmp).unlink(missing_ok=True)
-        name_the_file(err, path)
-        raise
-
-
-def load_checkpoint(path: Path, device, trusted: bool = False) -> dict:
-    """A checkpoint written by save_checkpoint (or a resume file, with trusted=True).
-
-    FileNotFoundError if it is missing; BadFileError naming the file if it is truncated,
-    corrupt, or not a checkpoint of this repository.
-    """
-    path = Path(path)
-    if not path.exists():
-        raise FileNotFoundError(f"{path} not found: train that run first (see the README)")
-    try:
-        checkpoint = torch.load(path, map_location=device, weights_only=not trusted)
-    except Exception as err:  # torch raises many kinds for a damaged zip archive
-        raise BadFileError(f"{path} is truncated or corrupt ({type(err).__name__}): delete "
-                           "it and re-run the step that writes it") from None
-    if not isinstance(checkpoint, dict) or not {"config", "model"} <= checkpoint.keys():
-        raise BadFileError(f"{path} is not a checkpoint of this repository (no config): "
-                           "delete it and re-run the step that writes it")
-    return checkpoint
-
-
-def config_from_checkpoint(config_class, checkpoint: dict, path: Path):
-    """The config_class instance saved in checkpoint, or BadFileError naming path."""
-    try:
-        return config_class(**checkpoint["config"])
-    except TypeError as err:
-        raise BadFileError(f"{path} holds another kind of run's config ({err}): delete it "
-                           "and re-run") from None
-
-
-def load_state(model: torch.nn.Module, checkpoint: dict, path: Path) -> torch.nn.Module:
-    """model.load_state_dict(checkpoint['model']), with BadFileError naming path on a
-    mismatch (weights of another model)."""
-    try:
-        model.load_state_dict(checkpoint["model"])
-    except (RuntimeError, KeyError, TypeError) as err:
-        raise BadFileError(f"{path} does not hold weights of this model "
-                           f"({str(err).splitlines()[0]}): delete it and re-run") from None
-    return model

@@ -18,7 +18,9 @@ import math
 import statistics
 from pathlib import Path
 
-from provided.common import ArgumentParser, fail, read_json, results_dir, script, write_json
+from problem3.config import cell_name
+from provided.common import ArgumentParser, fail, results_dir, script
+from provided.results import read_json, write_json
 
 LATE_POINTS = 10  # P1's late validation average: the last 10 logged points (steps 1950-2400)
 P2_BUCKETS = ("64-79", "80-95", "96-111", "112-127")
@@ -144,7 +146,7 @@ def problem3_quantities(folder: Path) -> dict:
     metrics = read_json(folder / "metrics.json")
     out = {}
     for entry in metrics["sweep"]:
-        cell = entry["run"].rsplit("_s", 1)[0]
+        cell = cell_name(entry["norm"], entry["lr"], entry["warmup"])
         out[cell] = {"final_val_loss": entry["final_val_loss"],
                      "trains": float(entry["trains"]),
                      "head_grad_norm_at_100": head_norm_at(folder, entry["run"], 100)}

@@ -96,7 +96,7 @@ def lm_loss(ids):
 def problem3_step():
     from problem3.config import Config
 
-    model = Config("pre", 1e-3, vocab_size=25).build_model()
+    model = Config(norm="pre", lr=1e-3, vocab_size=25).build_model()
     return training_step(model.train(), lm_loss(torch.randint(3, 25, (128, 52))))
 
 

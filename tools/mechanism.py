@@ -21,8 +21,10 @@ import math
 import torch
 
 from problem3.config import BETAS, Config
-from problem3.train import batch_indices, load_data, lr_at_step, train_step
-from provided.common import DATA_DIR, ArgumentParser, results_dir, script, write_json
+from problem3.run_files import load_data
+from problem3.train import batch_indices, lr_at_step, train_step
+from provided.common import DATA_DIR, ArgumentParser, results_dir, script
+from provided.results import write_json
 
 SETTINGS = [("pre", 1e-2), ("post", 1e-2), ("pre", 1e-3), ("post", 1e-3)]
 STEPS = 200
@@ -35,7 +37,7 @@ def rms(x: torch.Tensor) -> float:
 
 def measure(norm: str, lr: float, train_set, vocab_size: int) -> dict:
     torch.manual_seed(0)
-    config = Config(norm, lr, warmup=0, steps=STEPS, vocab_size=vocab_size)
+    config = Config(norm=norm, lr=lr, warmup=0, steps=STEPS, vocab_size=vocab_size)
     model = config.build_model()
     optimizer = torch.optim.Adam(model.parameters(), lr=lr, betas=BETAS)
     seen = {}

@@ -18,7 +18,8 @@ from problem1.config import load_model
 from problem1.dataset import AdditionDataset
 from problem1.evaluate import greedy_pruning
 from problem1.heads import HeadRemovalScorer
-from provided.common import DATA_DIR, ArgumentParser, fail, results_dir, script, write_json
+from provided.common import DATA_DIR, ArgumentParser, fail, results_dir, script
+from provided.results import write_json
 
 RUNS = {"forward_n4000": "forward", "reversed_n4000": "reversed"}
 

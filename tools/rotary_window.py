@@ -27,8 +27,9 @@ from problem2.analysis import (
     long_sequence_check,
     long_sequence_tokens,
 )
-from problem2.config import build_model, load_model
-from provided.common import ArgumentParser, read_json, results_dir, script, write_json
+from problem2.config import load_model
+from provided.common import ArgumentParser, results_dir, script
+from provided.results import read_json, write_json
 
 
 class Windowed(torch.nn.Module):
@@ -53,7 +54,7 @@ def seed_buckets(seed: int, scratch: Path) -> dict:
         raise SystemExit(f"seed {seed}: the retrained log differs from the committed one")
     model, config = load_model(out / "model_rotary.pth", "cpu")
     full = long_sequence_check(model, config, "cpu")  # what evaluate.py reports
-    long_model = build_model(dataclasses.replace(config, max_len=full["length"]))
+    long_model = dataclasses.replace(config, max_len=full["length"]).build_model()
     long_model.load_state_dict(model.state_dict())
     tokens = long_sequence_tokens(full["num_sequences"], full["length"], full["seed"])
     window = long_sequence_accuracy(Windowed(long_model.eval(), TRAIN_LENGTH), tokens,

@@ -11,6 +11,7 @@ import torch
 import problem1.train as p1_train
 import problem3.train as p3_train
 from provided import common
+from provided import results as results_io
 
 pytestmark = pytest.mark.kit
 
@@ -74,7 +75,7 @@ def test_problem3_refuses_an_unwritable_folder_before_reading_data(tmp_path, mon
 # ------------------------------------------------------------------------- full disk
 @pytest.fixture
 def full_disk(monkeypatch):
-    """Every write through provided.common's atomic writers fails with ENOSPC, as write()
+    """Every write through provided.results's atomic writers fails with ENOSPC, as write()
     does on a full disk (no file name in the error)."""
     real_fdopen = os.fdopen
 
@@ -92,14 +93,14 @@ def full_disk(monkeypatch):
         def write(self, data):
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
-    monkeypatch.setattr(common.os, "fdopen", lambda fd, *a, **k: Full(real_fdopen(fd, *a, **k)))
+    monkeypatch.setattr(results_io.os, "fdopen", lambda fd, *a, **k: Full(real_fdopen(fd, *a, **k)))
 
 
 def test_full_disk_keeps_the_old_file_and_names_it(tmp_path, full_disk):
     path = tmp_path / "metrics.json"
     path.write_text(FINISHED)
     with pytest.raises(OSError) as raised:
-        common.write_json(path, {"new": 1})
+        results_io.write_json(path, {"new": 1})
     assert raised.value.errno == errno.ENOSPC and raised.value.filename == str(path)
     message = common.os_error_message(raised.value)
     assert str(path) in message and "disk is full" in message and "\n" not in message
@@ -111,7 +112,7 @@ def test_full_disk_checkpoint_keeps_the_old_weights(tmp_path, full_disk):
     path = tmp_path / "model.pth"
     path.write_bytes(b"old weights")
     with pytest.raises(OSError):
-        common.save_checkpoint(path, {"lr": 1.0}, torch.nn.Linear(2, 2))
+        results_io.save_checkpoint(path, {"lr": 1.0}, torch.nn.Linear(2, 2))
     assert path.read_bytes() == b"old weights"
     assert [p.name for p in tmp_path.iterdir()] == ["model.pth"]
 
@@ -159,7 +160,7 @@ def test_full_disk_at_the_weights_keeps_log_and_weights_together(data, tmp_path,
     def full_at_the_second_binary_file(fd, mode="r", *args, **kwargs):
         return FullAtTheWeights(real_fdopen(fd, mode, *args, **kwargs))
 
-    monkeypatch.setattr(common.os, "fdopen", full_at_the_second_binary_file)
+    monkeypatch.setattr(results_io.os, "fdopen", full_at_the_second_binary_file)
     stops(p1_train.main, p1_args(data, results), "disk is full", str(model))
     assert log.read_text() == FINISHED
     assert model.read_bytes() == b"the weights that go with that log"

@@ -11,6 +11,7 @@ import problem3.train as p3_train
 from problem1.config import Config as Config1
 from problem3.config import run_name
 from provided import common
+from provided import results as results_io
 
 pytestmark = pytest.mark.kit
 
@@ -127,9 +128,9 @@ def test_same_weights_give_the_same_bytes(data, tmp_path):
         assert p1_train.main(args) == 0
     for name in ("model_forward_n8.pth", "training_log_forward_n8.json"):
         assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
-    config = Config1("forward", 8)
+    config = Config1(digit_order="forward", train_size=8)
     torch.manual_seed(0)
     model = config.build_model()
     for name in ("x.pth", "y.pth"):
-        common.save_checkpoint(tmp_path / name, config, model)
+        results_io.save_checkpoint(tmp_path / name, config, model)
     assert (tmp_path / "x.pth").read_bytes() == (tmp_path / "y.pth").read_bytes()

@@ -14,9 +14,8 @@ import problem3.sample as p3_sample
 import problem3.train as p3_train
 from problem1.config import Config as Config1
 from problem2.config import Config as Config2
-from problem2.config import build_model as build_model2
 from problem3.config import run_name
-from provided.common import save_checkpoint
+from provided.results import save_checkpoint
 from provided.smiles import SmilesVocab
 from provided.visualize import main as visualize
 
@@ -54,7 +53,7 @@ def untouched(results):
 
 
 def problem1_checkpoint(results, order="forward", size=1000):
-    config = Config1(order, size)
+    config = Config1(digit_order=order, train_size=size)
     torch.manual_seed(0)
     path = results / f"model_{config.run}.pth"
     save_checkpoint(path, config, config.build_model())
@@ -76,7 +75,7 @@ def test_problem1_weights(data, results, damage, stops):
 def test_problem2_weights(data, results, damage, stops):
     config = Config2(position="rotary", train_sequences=40, train_length=64)
     path = results / "model_rotary.pth"
-    save_checkpoint(path, config, build_model2(config))
+    save_checkpoint(path, config, config.build_model())
     damaging, words = DAMAGES[damage]
     damaging(path)
     stops(p2_evaluate.main, ["--data_dir", data, "--results_dir", results, "--device", "cpu"],
@@ -97,7 +96,7 @@ def test_problem3_weights(results, damage, stops):
 
 def test_weights_of_another_model(data, results, stops):
     """A checkpoint whose config and weights do not fit this repository's model."""
-    config = Config1("forward", 1000)
+    config = Config1(digit_order="forward", train_size=1000)
     path = results / "model_forward_n1000.pth"
     torch.save({"config": {"digit_order": "forward", "train_size": 1000, "colour": "red"},
                 "model": {}}, path)

@@ -7,7 +7,7 @@ import torch
 from torch import nn
 
 from problem2 import analysis
-from problem2.config import Config, build_model
+from problem2.config import Config
 
 pytestmark = pytest.mark.kit
 
@@ -65,7 +65,7 @@ def test_bucket_without_targets_and_short_sequences():
 @pytest.mark.parametrize("position", ["sinusoidal", "rotary"])
 def test_check_loads_the_weights_into_a_longer_model(position):
     config = Config(position=position, train_sequences=40, train_length=64)
-    model = build_model(config)  # max_len 128
+    model = config.build_model()  # max_len 128
     with torch.no_grad():  # weights apart from a fresh build, so loading them matters
         for parameter in model.parameters():
             parameter.add_(0.1 * torch.randn_like(parameter))
@@ -85,4 +85,4 @@ def test_learned_and_none_are_refused():
     for position in ("learned", "none"):
         config = Config(position=position, train_sequences=40, train_length=64)
         with pytest.raises(ValueError, match="long-sequence"):
-            analysis.long_sequence_check(build_model(config), config, "cpu", num_sequences=1)
+            analysis.long_sequence_check(config.build_model(), config, "cpu", num_sequences=1)

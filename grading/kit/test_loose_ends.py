@@ -10,7 +10,8 @@ import problem3.sample as p3_sample
 import problem3.train as p3_train
 from problem3.config import Config as Config3
 from problem3.config import checkpoint_extras
-from provided.common import REPO_ROOT, save_checkpoint
+from provided.common import REPO_ROOT
+from provided.results import save_checkpoint
 from provided.smiles import SmilesVocab
 from tests.tiny import addition_data, smiles_data
 from tools import bands

@@ -42,7 +42,7 @@ def test_make_all_runs_every_prescribed_run_once_data_first_problem3_first(tmp_p
     assert sorted(p2) == ["learned", "none", "rotary", "sinusoidal"]
     p3 = [re.search(r"--norm (\w+) --lr ([\de.-]+) --warmup (\d+) --steps (\d+)", c).groups()
           for c in runs if "problem3" in c]
-    assert p3[0] == ("pre", "1e-3", "500", "4000")  # the long run starts first
+    assert p3[0] == ("pre", "0.001", "500", "4000")  # the long run starts first
     assert sorted(p3[1:]) == sorted((norm, lr, w, "1500") for norm in ("pre", "post")
                                     for lr in ("0.001", "0.01", "0.03") for w in ("0", "500"))
     # the data before any run, Problem 3's runs before the short jobs of Problems 1 and 2

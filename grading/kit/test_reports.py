@@ -10,7 +10,7 @@ import pytest
 
 from provided.common import REPO_ROOT, results_dir
 from tools import bands, report_tables
-from tools.report_tables import fmt
+from tools.tables.style import fmt
 
 pytestmark = pytest.mark.kit
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import matplotlib.pyplot as plt
 
-from provided.common import BadFileError
 from provided.plots.style import save_figure, save_image
+from provided.results import BadFileError
 
 
 def carries(a: int, b: int) -> int:

@@ -11,8 +11,8 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import numpy as np
 
-from provided.common import read_json
 from provided.plots.style import legend_below, read_bands, save_figure
+from provided.results import read_json
 
 ORDERS = ("forward", "reversed")
 SIZES = (1000, 2000, 4000)

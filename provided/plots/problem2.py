@@ -16,8 +16,8 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import numpy as np
 
-from provided.common import read_json
 from provided.plots.style import legend_right, read_bands, save_figure
+from provided.results import read_json
 
 SCHEMES = ("none", "learned", "sinusoidal", "rotary")
 COLORS = {"none": "tab:gray", "learned": "tab:blue", "sinusoidal": "tab:orange",

@@ -12,8 +12,8 @@ from matplotlib.colors import ListedColormap, TwoSlopeNorm
 from matplotlib.lines import Line2D
 from matplotlib.ticker import FixedLocator, NullFormatter, NullLocator
 
-from provided.common import read_json
 from provided.plots.style import legend_right, read_bands, save_figure
+from provided.results import read_json
 
 THRESHOLD = 2.0
 LR_COLORS = {0.001: "tab:blue", 0.01: "tab:orange", 0.03: "tab:red"}
@@ -29,9 +29,9 @@ OUTCOME_LABELS = {"valid": "valid (RDKit)", "well_formed_invalid": "well-formed,
                   "ill_formed": "ill-formed"}
 
 
-def load_logs(results_dir: Path, steps: int = 1500) -> list[dict]:
-    paths = sorted(results_dir.glob(f"training_log_*_s{steps}.json"))
-    return [read_json(p) for p in paths]
+def load_logs(results_dir: Path, runs: list[str]) -> list[dict]:
+    """The training logs of the named runs."""
+    return [read_json(results_dir / f"training_log_{run}.json") for run in runs]
 
 
 def sweep_curves(logs: list[dict], out_dir: Path, unigram: float | None = None) -> Path:
@@ -309,8 +309,8 @@ def make_figures(results_dir: Path, out_dir: Path) -> list[Path]:
     metrics_path = results_dir / "metrics.json"
     metrics = read_json(metrics_path) if metrics_path.exists() else {}
     if metrics.get("sweep"):
-        sweep_steps = int(metrics["sweep"][0]["run"].rsplit("_s", 1)[1])
-        paths.append(sweep_curves(load_logs(results_dir, sweep_steps), out_dir,
+        runs = sorted(entry["run"] for entry in metrics["sweep"])
+        paths.append(sweep_curves(load_logs(results_dir, runs), out_dir,
                                   metrics.get("unigram_entropy")))
         paths.append(sweep_grid(metrics["sweep"], out_dir, read_bands(results_dir)))
     main = metrics.get("main")

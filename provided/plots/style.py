@@ -8,7 +8,7 @@ from pathlib import Path
 
 import matplotlib.pyplot as plt
 
-from provided.common import read_json
+from provided.results import read_json
 
 plt.rcParams.update({
     "figure.dpi": 110,

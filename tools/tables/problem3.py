@@ -1,0 +1,270 @@
+"""Problem 3's report tables: each renders one marked table of problem3/REPORT.md from
+problem3/results/."""
+
+from decimal import Decimal
+
+from problem3.config import SWEEP, SWEEP_LRS, SWEEP_WARMUPS, cell_name
+from problem3.model import NORMS
+from provided.common import results_dir
+from provided.results import read_json
+from tools.bands import seed_dirs
+from tools.tables.style import DASH, band_of, fmt, per_seed, seeds_of, seeds_sentence, table
+
+P3_LRS = SWEEP_LRS
+P3_COLUMNS = [(norm, warmup) for norm in NORMS for warmup in SWEEP_WARMUPS]
+
+
+def lr_text(lr: float) -> str:
+    return {0.001: "1e-3", 0.01: "1e-2", 0.03: "3e-2"}.get(lr, repr(lr))
+
+
+def sweep_by_cell(m: dict) -> dict:
+    return {(e["norm"], e["lr"], e["warmup"]): e for e in m["sweep"]}
+
+
+def seed_count(bands: dict, cell: str) -> str | None:
+    """'trains in k of n seeds (mean ± sd)' for a cell with more than one seed, else None."""
+    band = band_of(bands, cell, "trains")
+    if band is None:
+        return None
+    k, n = int(sum(band["values"])), band["n_seeds"]
+    loss = bands[cell].get("final_val_loss")
+    if not loss or not loss["n_seeds"]:
+        return f"trains in {k} of {n} seeds"
+    spread = (f"{fmt(loss['mean'], 3)} ± {fmt(loss['sd'], 3)}" if loss["n_seeds"] > 1
+              else fmt(loss["mean"], 3))
+    finite = "" if loss["n_seeds"] == n else f" over the {loss['n_seeds']} finite"
+    return f"trains in {k} of {n} seeds (final loss {spread}{finite})"
+
+
+def verdict(entry: dict) -> str:
+    return "trains" if entry["trains"] else "**fails**"
+
+
+def p3_seeds(m: dict, bands: dict) -> str:
+    cells = [cell_name(e["norm"], e["lr"], e["warmup"]) for e in m["sweep"]]
+    return seeds_sentence(bands, "trains", cells, "one training run per sweep cell", "cell")
+
+
+def p3_sweep(m: dict, bands: dict) -> str:
+    cells = sweep_by_cell(m)
+    header = ["peak lr", *[f"{norm}, warmup {w}" for norm, w in P3_COLUMNS]]
+    rows = []
+    for lr in P3_LRS:
+        row = [repr(lr)]
+        for norm, warmup in P3_COLUMNS:
+            entry = cells[(norm, lr, warmup)]
+            text = f"{fmt(entry['final_val_loss'], 3)}, {verdict(entry)}"
+            count = seed_count(bands, cell_name(norm, lr, warmup))
+            row.append(text if count is None else f"{text}; {count}")
+        rows.append(row)
+    return table(header, rows, "rllll")
+
+
+def p3_largest_lr(m: dict, bands: dict) -> str:
+    cells = sweep_by_cell(m)
+    rows = []
+    for norm in ("pre", "post"):
+        row = [f"{norm}-LN"]
+        for warmup in (0, 500):
+            trains = [lr for lr in P3_LRS if cells[(norm, lr, warmup)]["trains"]]
+            if not trains:
+                row.append("none")
+                continue
+            top = max(trains)
+            text = f"{lr_text(top)} ({fmt(cells[(norm, top, warmup)]['final_val_loss'], 3)})"
+            fails = [lr for lr in P3_LRS if lr > top]
+            if fails:
+                text += "; fails at " + " and ".join(
+                    f"{lr_text(lr)} ({fmt(cells[(norm, lr, warmup)]['final_val_loss'], 3)})"
+                    for lr in fails)
+            row.append(text)
+        rows.append(row)
+    text = table(["", "warmup 0", "warmup 500"], rows, "lll")
+    counts = []
+    for norm, lr, warmup in cells:
+        count = seed_count(bands, cell_name(norm, lr, warmup))
+        if count is not None:
+            counts.append(f"{norm}, lr {lr_text(lr)}, warmup {warmup}: {count}")
+    if counts:
+        text += ("\n\nSeed counts of the seeded cells (`results/reference_bands.json`): "
+                 + "; ".join(counts) + ". Every other cell is seed 0 alone.")
+    else:
+        text += ("\n\nSeeds: none beyond seed 0 yet, so each verdict, and with it each entry "
+                 "of this table, rests on one training run.")
+    return text
+
+
+def p3_head_grad(m: dict, bands: dict) -> str:
+    folder = results_dir("problem3")
+    order = sorted(m["sweep"], key=lambda e: (e["norm"] != "pre", e["warmup"], e["lr"]))
+    multi = any(band_of(bands, cell_name(e["norm"], e["lr"], e["warmup"]),
+                        "head_grad_norm_at_100") for e in order)
+    header = ["run", "mean", "max", "step 100", "final validation loss", "verdict"]
+    align = "lrrrrl"
+    if multi:
+        header.append("step 100 (final validation loss) per seed, seeds in order")
+        align += "l"
+    rows = []
+    for e in order:
+        log = read_json(folder / f"training_log_{e['run']}.json")["log"]
+        at_100 = next(p["head_grad_norm"] for p in log if p["step"] == 100)
+        row = [e["run"], fmt(e["head_grad_norm_mean_100"], 3),
+               fmt(e["head_grad_norm_max_100"], 3), fmt(at_100, 3),
+               fmt(e["final_val_loss"], 3), verdict(e)]
+        if multi:
+            cell = cell_name(e["norm"], e["lr"], e["warmup"])
+            band = band_of(bands, cell, "head_grad_norm_at_100")
+            if band is None:
+                row.append(DASH)
+            else:
+                norms = per_seed(band)
+                losses = per_seed(bands[cell]["final_val_loss"])
+                row.append(", ".join(f"{fmt(norms.get(seed), 3)} ({fmt(losses.get(seed), 3)})"
+                                     for seed in seeds_of(band)))
+        rows.append(row)
+    return table(header, rows, align)
+
+
+def p3_step100_cut(m: dict, bands: dict) -> str:
+    """Whether the step-100 head gradient norm separates failing from training runs, over
+    every run the bands hold (each cell's seed 0 and the extra seeds of the seeded cells)."""
+    runs = []  # (step-100 value, trains, cell, seed)
+    for cell, quantities in sorted(bands.items()):
+        if "head_grad_norm_at_100" not in quantities:
+            continue
+        trains = per_seed(quantities["trains"])
+        for seed, value in per_seed(quantities["head_grad_norm_at_100"]).items():
+            runs.append((value, bool(trains[seed]), cell, seed))
+    if not runs:
+        return "No bands yet: run `python -m tools.bands`."
+    runs.sort()
+    failing = [r for r in runs if not r[1]]
+    training = [r for r in runs if r[1]]
+    # the best cut "fails below it": errors = training runs below + failing runs above
+    errors = min(sum(r[1] for r in runs[:i]) + sum(not r[1] for r in runs[i:])
+                 for i in range(len(runs) + 1))
+
+    def listed(group):
+        return ", ".join(f"{cell} seed {seed} {fmt(value, 3)}" for value, _, cell, seed in group)
+
+    return (f"Step-100 head gradient norm over all {len(runs)} runs in "
+            f"`results/reference_bands.json`: the {len(failing)} failing runs have "
+            f"{fmt(failing[0][0], 3)}–{fmt(failing[-1][0], 3)} ({listed(failing)}); the "
+            f"{len(training)} training runs {fmt(training[0][0], 3)}–"
+            f"{fmt(training[-1][0], 3)}, the five smallest {listed(training[:5])}. The best "
+            f"single cut (fails below it) misclassifies {errors} of {len(runs)} runs.")
+
+
+def p3_samples10k(m: dict, bands: dict) -> str:
+    """The long run's final model at 10,000 samples (tools/samples10k.py), if measured."""
+    path = results_dir("problem3") / "metrics_n10000.json"
+    if not path.exists():
+        return "Not measured yet: `make samples10k` writes `results/metrics_n10000.json`."
+    large = read_json(path)
+    every, blocks = large["all"], large["blocks_of_1000"]
+    valid = round(every["validity"] * every["num_samples"])
+    distinct = round(every["uniqueness"] * valid)
+
+    def spread(q):
+        values = [b[q] for b in blocks]
+        return f"{fmt(min(values), 3)}–{fmt(max(values), 3)}"
+
+    return (f"10,000 samples of `{large['run']}` at T = {large['temperature']:g} "
+            f"(`results/metrics_n10000.json`; the first 1,000 are the samples above): "
+            f"well-formed {fmt(every['well_formed'], 3)}, validity {fmt(every['validity'], 3)}, "
+            f"uniqueness {fmt(every['uniqueness'], 4)}, i.e. {distinct:,} distinct "
+            f"among {valid:,} valid, novelty {fmt(every['novelty'], 3)}. Over its ten blocks of "
+            f"1,000: validity {spread('validity')}, uniqueness {spread('uniqueness')}, "
+            f"novelty {spread('novelty')}.")
+
+
+def p3_failing_seeds(m: dict, bands: dict) -> str:
+    """Per seed of each seeded cell that fails in some seed: the last logged training loss
+    and the final validation loss, from the training logs."""
+    folders = seed_dirs("problem3")
+    run_of_cell = {cell_name(o["norm"], o["lr"], o["warmup"]): run for run, o in SWEEP.items()}
+    lines = []
+    for cell, quantities in sorted(bands.items()):
+        trains = quantities.get("trains")
+        if not trains or trains["n_seeds"] < 2 or min(trains["values"]) == 1.0:
+            continue
+        parts = []
+        for seed in seeds_of(trains):
+            log = read_json(folders[seed] / f"training_log_{run_of_cell[cell]}.json")
+            parts.append(f"seed {seed} {fmt(log['log'][-1]['train_loss'], 3)} / "
+                         f"{fmt(log['final_val_loss'], 3)}")
+        lines.append(f"{cell}, last training loss / final validation loss: " + "; ".join(parts))
+    return ("\n\n".join(lines) + ".") if lines else "No seeded cell fails in any seed."
+
+
+def p3_by_step(m: dict, bands: dict) -> str:
+    main = m["main"]
+    log = read_json(results_dir("problem3") / f"training_log_{main['run']}.json")
+    val = {point["step"]: point["val_loss"] for point in log["val"]}
+    rows = [[str(e["step"]), fmt(val.get(e["step"]), 3), fmt(e["well_formed"], 3),
+             fmt(e["validity"], 3), fmt(e["uniqueness"], 3), fmt(e["novelty"], 3)]
+            for e in main["by_step"]]
+    return table(["step", "validation loss", "well-formed", "RDKit-valid",
+                  "unique (of valid)", "novel (of unique)"], rows, "rrrrrr")
+
+
+def outcome_table(entries: list[dict], first: str) -> str:
+    rows = [[e["bin"].replace("-", DASH), str(e["count"]), fmt(e["valid"], 3),
+             fmt(e["well_formed_invalid"], 3), fmt(e["ill_formed"], 3)] for e in entries]
+    return table([first, "n", "valid", "well-formed, invalid", "ill-formed"], rows, "lrrrr")
+
+
+def p3_by_length(m: dict, bands: dict) -> str:
+    return outcome_table(m["main"]["by_length"], "length (tokens)")
+
+
+def p3_by_span(m: dict, bands: dict) -> str:
+    return outcome_table(m["main"]["by_span"], "longest closed ring span (tokens)")
+
+
+def p3_by_temperature(m: dict, bands: dict) -> str:
+    rows = []
+    for e in m["main"]["by_temperature"]:
+        per_1000 = (Decimal(repr(e["validity"])) * Decimal(repr(e["uniqueness"]))
+                    * Decimal(repr(e["novelty"])) * 1000)
+        rows.append([repr(e["temperature"]), fmt(e["well_formed"], 3), fmt(e["validity"], 3),
+                     fmt(e["uniqueness"], 3), fmt(e["novelty"], 3), str(int(per_1000))])
+    return table(["T", "well-formed", "valid", "unique (of valid)", "novel (of unique)",
+                  "novel valid molecules per 1,000 samples"], rows, "rrrrrr")
+
+
+MECHANISM_STEPS = (1, 10, 50, 100, 200)
+
+
+def p3_mechanism(m: dict, bands: dict) -> str:
+    """tools/mechanism.py's measurement, if it has been run."""
+    path = results_dir("problem3") / "mechanism.json"
+    if not path.exists():
+        return ("Not measured: `results/mechanism.json` does not exist (`python -m "
+                "tools.mechanism` writes it).")
+    mechanism = read_json(path)
+    rows = []
+    for run in mechanism["runs"]:
+        for record in run["records"]:
+            if record["step"] not in MECHANISM_STEPS:
+                continue
+            ratios, ln = record["update_ratio"], list(record["ln_input_rms"].values())
+            residual = record["residual_rms"]
+            rows.append([f"{run['norm']}-LN, lr {lr_text(run['lr'])}", str(record["step"]),
+                         fmt(record["loss"], 3), fmt(record["total_grad_norm"], 3),
+                         f"{fmt(min(ratios))}{DASH}{fmt(max(ratios))}",
+                         f"{fmt(min(ln), 2)}{DASH}{fmt(max(ln), 2)}",
+                         f"{fmt(min(residual), 2)}{DASH}{fmt(max(residual), 2)}"])
+    return table(["setting (warmup 0)", "step", "loss (this batch)", "total gradient norm",
+                  "update ratio, 4 blocks", "LayerNorm input RMS, 8 LayerNorms",
+                  "block output RMS, 4 blocks"], rows, "lrrrrrr")
+
+
+TABLES = {"p3_seeds": p3_seeds, "p3_sweep": p3_sweep, "p3_largest_lr": p3_largest_lr,
+          "p3_head_grad": p3_head_grad, "p3_step100_cut": p3_step100_cut,
+          "p3_failing_seeds": p3_failing_seeds,
+          "p3_samples10k": p3_samples10k, "p3_mechanism": p3_mechanism,
+          "p3_by_step": p3_by_step,
+          "p3_by_length": p3_by_length, "p3_by_span": p3_by_span,
+          "p3_by_temperature": p3_by_temperature}
