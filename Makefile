@@ -29,10 +29,12 @@ AUTOGRADER ?= build/autograder.zip
 # problemN/config.py), as Makefile variables: P1_RUNS, P2_RUNS, P3_SWEEP, P3_MAIN and
 # PN_FLAGS_<run>. Made again whenever a config.py changes.
 RUN_REGISTRY := build/runs.mk
--include $(RUN_REGISTRY)
+include $(RUN_REGISTRY)
 $(RUN_REGISTRY): $(wildcard problem[123]/config.py)
 	@mkdir -p $(@D)
-	@for n in 1 2 3; do $(PY) -m problem$$n.config --make P$$n || exit 1; done > $@.tmp
+	@for n in 1 2 3; do $(PY) -m problem$$n.config --make P$$n || { rm -f $@.tmp; echo \
+	  "error: $(PY) cannot list the runs: set up the environment first (README)" >&2; \
+	  exit 1; }; done > $@.tmp
 	@mv $@.tmp $@
 
 # The data first, then the longest work: Problem 3's runs fill the cores for most of the time
