@@ -122,7 +122,7 @@ clean-results:
 
 # BEGIN INSTRUCTORS
 .PHONY: handout autograder grade-check seeds seeds-problem1 seeds-problem2 seeds-problem3 \
-        samples10k pruning-bias bands mutants rotary-window
+        samples10k pruning-bias bands mutants rotary-window carry-probe
 # ----------------------------------------------------------------------- extra seeds
 # Seeds 1-4 of every Problem 1 and 2 run and of every Problem 3 sweep cell, each seed in
 # its own folder problemN/results/seeds/seed{S}/ (seed 0 is the committed run itself).
@@ -184,6 +184,18 @@ $(P3)/metrics_n10000.json: $(P3)/samples_$(P3_MAIN)_n10000.txt
 pruning-bias: $(P1)/pruning_validation.json
 $(P1)/pruning_validation.json: | $(P1)/model_forward_n4000.pth $(P1)/model_reversed_n4000.pth
 	$(RUN) -m tools.pruning_bias
+
+# Linear probes of the carries on Problem 1's encoder (forward and reversed n4000, seeds
+# 0-4); the weights are not committed, so this trains the ten models first (about 25 min)
+P1_PROBED := forward_n4000 reversed_n4000
+model_of = $(patsubst model_%,%,$(word 2,$(subst /, ,$(1))))
+carry-probe: $(P1)/carry_probe.json
+$(P1)/carry_probe.json: | $(P1_PROBED:%=$(P1)/model_%.pth) \
+  $(foreach s,$(SEEDS),$(P1_PROBED:%=$(P1)/seeds/seed$(s)/model_%.pth))
+	$(RUN) -m tools.carry_probe $(COMMON)
+$(P1)/seeds/%.pth: | data/addition/train.csv
+	$(RUN) -m problem1.train $(P1_FLAGS_$(call model_of,$*)) --seed $(call seed_of,$*) \
+	  --results_dir $(P1)/seeds/seed$(call seed_of,$*) $(COMMON)
 
 # Problem 2's rotary runs of seeds 0-4 retrained (about 3 min), then the long-sequence check
 # with keys at distance 64 or more masked out (problem2/results/rotary_window.json)

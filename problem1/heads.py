@@ -93,15 +93,19 @@ def greedy_reproduces(model, memory, tgt_in, tgt_out) -> torch.Tensor:
     return (logits[..., :NUM_DIGITS].argmax(dim=-1) == tgt_out).all(dim=1)
 
 
-def carries(src) -> torch.Tensor:
-    """src [N, 7] -> [N] number of carries (0-3) in the column addition of a + b."""
+def column_carries(src) -> torch.Tensor:
+    """src [N, 7] -> [N, 3] carries c0, c1, c2: out of the ones, tens and hundreds column."""
     a, b = src[:, :3].flip(1), src[:, 4:].flip(1)  # [N, 3], ones digit first
-    carry = torch.zeros(len(src), dtype=torch.long)
-    count = torch.zeros(len(src), dtype=torch.long)
+    carry, out = torch.zeros(len(src), dtype=torch.long), []
     for place in range(3):
         carry = ((a[:, place] + b[:, place] + carry) >= 10).long()
-        count += carry
-    return count
+        out.append(carry)
+    return torch.stack(out, dim=1)
+
+
+def carries(src) -> torch.Tensor:
+    """src [N, 7] -> [N] number of carries (0-3) in the column addition of a + b."""
+    return column_carries(src).sum(dim=1)
 
 
 def breakdown(predicted, dataset, digit_order: str) -> dict:

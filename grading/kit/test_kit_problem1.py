@@ -14,7 +14,7 @@ import torch
 from problem1 import evaluate, train
 from problem1.dataset import BOS, PLUS
 from problem1.evaluate import HEAD_NAMES
-from problem1.heads import breakdown, carries, greedy_reproduces
+from problem1.heads import breakdown, carries, column_carries, greedy_reproduces
 from problem1.model import AdditionTransformer, position_table, score_predictions
 from problem1.train import batch_indices
 from tests.tiny import addition_data, script_args
@@ -76,6 +76,8 @@ def test_carries_and_breakdown():
                         [9, 9, 9, PLUS, 0, 0, 1],    # 999 + 1: three carries
                         [1, 2, 3, PLUS, 4, 5, 6]])   # no carry
     assert carries(src).tolist() == [2, 1, 3, 0]
+    # c0 (ones), c1 (tens), c2 (hundreds): 391 + 968 carries out of the tens and hundreds
+    assert column_carries(src).tolist() == [[0, 1, 1], [0, 1, 0], [1, 1, 1], [0, 0, 0]]
 
     class Split:  # the two attributes breakdown reads
         tgt_out = torch.tensor([[9, 5, 3, 1], [9, 0, 6, 0], [0, 0, 0, 1], [9, 7, 5, 0]])
@@ -186,3 +188,13 @@ def test_scripts_run_from_inside_problem1():
         result = subprocess.run([sys.executable, script, "--help"], cwd=REPO / "problem1",
                                 capture_output=True, text=True, timeout=60, env=env)
         assert result.returncode == 0 and "--data_dir" in result.stdout
+
+
+def test_carry_probe_reads_what_is_linear_and_only_that():
+    from tools.carry_probe import probe_accuracy
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(600, 5, generator=g)
+    separable = (x[:, 2] - 0.5 * x[:, 4] > 0.1).long()
+    assert probe_accuracy(x[:400], separable[:400], x[400:], separable[400:]) > 0.95
+    noise = torch.randint(0, 2, (600,), generator=g)
+    assert 0.35 < probe_accuracy(x[:400], noise[:400], x[400:], noise[400:]) < 0.65

@@ -201,6 +201,28 @@ def p1_pruning_bias(m: dict, bands: dict) -> str:
     return text + "\n\nEvery exact match here is on test. " + "; ".join(summary) + "."
 
 
+def p1_carry_probe(m: dict, bands: dict) -> str:
+    path = results_dir("problem1") / "carry_probe.json"
+    if not path.exists():
+        return "Not measured yet: `make carry-probe` writes `results/carry_probe.json`."
+    probe = read_json(path)
+    rows = []
+    for run, by_seed in probe["runs"].items():
+        for name in probe["probes"]:
+            row = [run, name]
+            for kind in ("input", "memory"):
+                values = [by_seed[seed][name][kind] for seed in sorted(by_seed)]
+                row.append(f"{fmt(min(values), 3)}{DASH}{fmt(max(values), 3)}")
+            row.append(fmt(probe["majority"][name], 3))
+            rows.append(row)
+    seeds = sorted(next(iter(probe["runs"].values())))
+    return (table(["run", "probe", "from the input", "from the memory", "always guess"],
+                  rows, "llrrr")
+            + f"\n\nTest accuracy of each linear probe, lowest{DASH}highest over seeds "
+            f"{seed_list(int(s) for s in seeds)} (n = {len(seeds)}); `results/carry_probe.json`.")
+
+
 TABLES = {"p1_seeds": p1_seeds, "p1_runs": p1_runs, "p1_order_seeds": p1_order_seeds,
+          "p1_carry_probe": p1_carry_probe,
           "p1_breakdown": p1_breakdown, "p1_ablation": p1_ablation,
           "p1_pruning": p1_pruning, "p1_pruning_bias": p1_pruning_bias}
