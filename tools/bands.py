@@ -18,6 +18,7 @@ import math
 import statistics
 from pathlib import Path
 
+from problem1.config import run_name
 from problem3.config import cell_name
 from provided.common import ArgumentParser, fail, results_dir, script
 from provided.results import read_json, write_json
@@ -123,9 +124,9 @@ def problem1_quantities(folder: Path) -> dict:
                     "test_token_accuracy": entry["test_token_accuracy"],
                     "steps_to_95": entry["steps_to_95"],
                     "late_val_exact_match": statistics.fmean(late)}
-    if "reversed_n1000" in out and "forward_n1000" in out:
-        reversed_, forward = (out[run]["test_exact_match"] for run in ("reversed_n1000",
-                                                                        "forward_n1000"))
+    pair = (run_name("reversed", 1000), run_name("forward", 1000))
+    if all(run in out for run in pair):
+        reversed_, forward = (out[run]["test_exact_match"] for run in pair)
         out["verdicts"] = {"reversed_beats_forward_n1000": float(reversed_ > forward)}
     return out
 

@@ -36,13 +36,13 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from problem1.config import load_model
-from problem1.dataset import AdditionDataset
+from problem1.config import ANALYSED_TRAIN_SIZE, load_model, run_name
+from problem1.dataset import DIGIT_ORDERS, AdditionDataset
 from problem1.heads import column_carries
 from provided.common import ArgumentParser, add_common_args, fail, script, setup
 from provided.results import write_json
 
-RUNS = {"forward_n4000": "forward", "reversed_n4000": "reversed"}
+RUNS = {run_name(order, ANALYSED_TRAIN_SIZE): order for order in DIGIT_ORDERS}
 SEEDS = (0, 1, 2, 3, 4)
 TRAINED_PAIRS = 4000  # the n4000 runs trained on the first 4,000 training pairs
 # source positions: a2 a1 a0 + b2 b1 b0

@@ -4,7 +4,7 @@ problem1/results/."""
 import statistics
 from decimal import Decimal
 
-from problem1.config import ANALYSED_TRAIN_SIZE, PRESCRIBED, RUNS
+from problem1.config import ANALYSED_TRAIN_SIZE, PRESCRIBED, RUNS, TRAIN_SIZES, run_name
 from provided.common import results_dir
 from provided.results import read_json
 from tools.bands import LATE_POINTS
@@ -79,8 +79,8 @@ def p1_runs(m: dict, bands: dict) -> str:
 def p1_order_seeds(m: dict, bands: dict) -> str:
     """Forward against reversed at each size, over the seeds: ranges only, no verdict."""
     lines = []
-    for n in (1000, 2000, 4000):
-        forward, reversed_ = f"forward_n{n}", f"reversed_n{n}"
+    for n in TRAIN_SIZES:
+        forward, reversed_ = run_name("forward", n), run_name("reversed", n)
         late = [band_of(bands, run, "late_val_exact_match") for run in (forward, reversed_)]
         steps = [band_of(bands, run, "steps_to_95") for run in (forward, reversed_)]
         if None in late:
