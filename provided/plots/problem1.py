@@ -29,15 +29,25 @@ def output_labels(order: str) -> list[str]:
     return [f"j={j}: s{p} ({PLACES[p]})" for j, p in enumerate(places)]
 
 
-def validation_curves(results_dir: Path, out_dir: Path):
+def training_logs(results_dir: Path) -> dict:
+    """{(digit_order, train_size): training log} of the finished runs in results_dir, keyed
+    by each log's saved config, so that the figures never spell a run's name."""
+    logs = {}
+    for path in sorted(results_dir.glob("training_log_*.json")):
+        if not path.name.endswith(".partial.json"):  # a run still training
+            log = read_json(path)
+            logs[log["config"]["digit_order"], log["config"]["train_size"]] = log
+    return logs
+
+
+def validation_curves(logs: dict, out_dir: Path):
     fig, ax = plt.subplots(figsize=(7.5, 4.5))
     drawn = False
     for order in ORDERS:
         for size in SIZES:
-            path = results_dir / f"training_log_{order}_n{size}.json"
-            if not path.exists():
+            if (order, size) not in logs:
                 continue
-            log = read_json(path)["log"]
+            log = logs[order, size]["log"]
             ax.plot([p["step"] for p in log], [p["val_exact_match"] for p in log],
                     ORDER_STYLES[order], color=SIZE_COLORS[size], label=f"{order}, n={size}")
             drawn = True
@@ -68,21 +78,22 @@ def range_bar(ax, x: float, y: float, spread, color: str) -> None:
                     ecolor=color, elinewidth=1.2, capsize=4, alpha=0.8)
 
 
-def test_vs_train_size(metrics: dict, out_dir: Path, bands: dict | None = None):
+def test_vs_train_size(metrics: dict, names: dict, out_dir: Path, bands: dict | None = None):
     """Test exact match and steps_to_95 against training size: seed 0's points, and when
-    reference_bands.json holds more seeds, bars over their range (min to max)."""
+    reference_bands.json holds more seeds, bars over their range (min to max). names maps
+    (digit_order, train_size) to the run's name, the key of metrics and bands."""
     bands = bands or {}
     fig, (ax, ax2) = plt.subplots(1, 2, figsize=(10.5, 4))
     fig.subplots_adjust(wspace=0.38)
     for order in ORDERS:
-        sizes = [s for s in SIZES if f"{order}_n{s}" in metrics]
+        sizes = [s for s in SIZES if names.get((order, s)) in metrics]
         if not sizes:
             continue
-        runs = [metrics[f"{order}_n{s}"] for s in sizes]
+        runs = [metrics[names[order, s]] for s in sizes]
         ax.plot(sizes, [r["test_exact_match"] for r in runs], ORDER_STYLES[order], marker="o",
                 color=ORDER_COLORS[order], label=order)
         for size, r in zip(sizes, runs):
-            run = f"{order}_n{size}"
+            run = names[order, size]
             range_bar(ax, size, r["test_exact_match"],
                       seed_range(bands, run, "test_exact_match"), ORDER_COLORS[order])
             range_bar(ax2, size, r["steps_to_95"], seed_range(bands, run, "steps_to_95"),
@@ -92,7 +103,7 @@ def test_vs_train_size(metrics: dict, out_dir: Path, bands: dict | None = None):
             ax2.plot(*zip(*reached), ORDER_STYLES[order], marker="o", color=ORDER_COLORS[order],
                      label=f"{order} (reached 0.95)")
         for size, step in reached:  # how many seeds reach 0.95 at all, where not every one
-            band = bands.get(f"{order}_n{size}", {}).get("steps_to_95", {})
+            band = bands.get(names[order, size], {}).get("steps_to_95", {})
             if band.get("missing"):
                 total = band["n_seeds"] + len(band["missing"])
                 ax2.annotate(f"{band['n_seeds']} of {total} seeds\nreach 0.95", (size, step),
@@ -213,11 +224,13 @@ def pruning_figure(pruning: dict, out_dir: Path):
 
 def make_figures(results_dir: Path, out_dir: Path) -> list[Path]:
     results_dir, out_dir = Path(results_dir), Path(out_dir)
-    paths = [validation_curves(results_dir, out_dir)]
+    logs = training_logs(results_dir)
+    paths = [validation_curves(logs, out_dir)]
     metrics_path = results_dir / "metrics.json"
     if metrics_path.exists():
         metrics = read_json(metrics_path)
-        paths.append(test_vs_train_size(metrics, out_dir, read_bands(results_dir)))
+        names = {setting: log["run"] for setting, log in logs.items()}
+        paths.append(test_vs_train_size(metrics, names, out_dir, read_bands(results_dir)))
         if metrics.get("ablation"):
             paths.append(ablation_figure(metrics["ablation"], metrics, out_dir))
         if metrics.get("pruning"):
