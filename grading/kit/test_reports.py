@@ -202,6 +202,13 @@ def p3_quotes() -> list[str]:
                                      if rec["step"] >= 100 for x in rec["update_ratio"])
         quotes.append(f"the median update ratio is {fmt(late_ratio('post', 0.01))} for post-LN "
                       f"at 1e-2, against {fmt(late_ratio('pre', 0.01))} for pre-LN")
+        at_50 = next(r for r in runs[("post", 0.01)]["records"] if r["step"] == 50)
+        quotes.append(f"(batch loss {fmt(at_50['loss'], 3)} at step 50 in")
+    first_val = log("problem3", "post_lr0.01_w0_s1500")["val"][0]
+    quotes.append(f"{fmt(first_val['val_loss'], 3)} at step {first_val['step']} is below both")
+    seeds_w500 = band["post_lr0.03_w500"]["final_val_loss"]
+    later = [v for seed, v in zip(seeds_w500["seeds"], seeds_w500["values"]) if seed != 0]
+    quotes.append(f"{fmt(min(later), 3)}-{fmt(max(later), 3)} in seeds 1-4")
     return quotes
 
 
