@@ -25,6 +25,7 @@ import argparse
 import errno
 import functools
 import inspect
+import os
 import random
 import sys
 import tempfile
@@ -193,6 +194,9 @@ def script(main=None, *, interrupted: str = INTERRUPTED):
             fail(str(err))
         except KeyboardInterrupt:
             fail(interrupted, code=130)
+        except BrokenPipeError:  # `... | head`: the reader has stopped, which is no error
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no flush error
+            raise SystemExit(1) from None
         except OSError as err:
             fail(os_error_message(err), code=1)
     return wrapper
@@ -235,25 +239,29 @@ def registry_main(runs: dict[str, dict], groups: dict[str, list[str]] | None = N
                            parses a run's name back into flags)
     """
     groups = groups or {}
-    parser = ArgumentParser(registry_main.__doc__.split("\n\n")[0])
-    action = parser.add_mutually_exclusive_group(required=True)
-    action.add_argument("--list", nargs="?", const="all", choices=["all", *groups],
-                        metavar="GROUP")
-    action.add_argument("--flags", choices=list(runs), metavar="NAME")
-    action.add_argument("--make", metavar="PREFIX")
-    args = parser.parse_args(argv)
-    if args.list:
-        print("\n".join(groups.get(args.list, list(runs))))
-    elif args.flags:
-        print(run_flags(runs[args.flags]))
-    else:
-        lines = [f"{args.make}_RUNS := {' '.join(runs)}"]
-        lines += [f"{args.make}_{group.upper()} := {' '.join(names)}"
-                  for group, names in groups.items()]
-        lines += [f"{args.make}_FLAGS_{name} := {run_flags(options)}"
-                  for name, options in runs.items()]
+
+    @script
+    def main(argv=None) -> int:
+        parser = ArgumentParser(registry_main.__doc__.split("\n\n")[0])
+        action = parser.add_mutually_exclusive_group(required=True)
+        action.add_argument("--list", nargs="?", const="all", choices=["all", *groups],
+                            metavar="GROUP")
+        action.add_argument("--flags", choices=list(runs), metavar="NAME")
+        action.add_argument("--make", metavar="PREFIX")
+        args = parser.parse_args(argv)
+        if args.list:
+            lines = groups.get(args.list, list(runs))
+        elif args.flags:
+            lines = [run_flags(runs[args.flags])]
+        else:
+            lines = [f"{args.make}_RUNS := {' '.join(runs)}"]
+            lines += [f"{args.make}_{group.upper()} := {' '.join(names)}"
+                      for group, names in groups.items()]
+            lines += [f"{args.make}_FLAGS_{name} := {run_flags(options)}"
+                      for name, options in runs.items()]
         print("\n".join(lines))
-    return 0
+        return 0
+    return main(argv)
 
 
 def run_flags(options: dict) -> str:
