@@ -23,10 +23,26 @@ carry there. (A probe from all seven input positions would read every carry: c_i
 linear threshold of the operands' lower digits, e.g. c2 = [a + b >= 1000].) Fitted on
 training pairs 4,001-10,000 (pairs the model never trained on), scored on the 2,000 test
 pairs; features standardized, L2 penalty 1e-3, L-BFGS.
+A probe shows what the memory holds, not what the decoder uses. Activation patching tests
+that, on the hundreds digit s2 = (a2 + b2 + c1) mod 10. For each test pair a donor pair is
+taken from the same 6,000 pairs (the first with the property asked for), the memory
+vectors at some source positions are replaced by the donor's, and the model decodes:
+
+    control       the hundreds positions from a donor with another a2 (same b2 and c1):
+                  the fraction of s2 that follows the donor's a2 (is patching felt at all?)
+    carry@hundreds   the hundreds positions from a donor with the same a2 and b2 but the
+                  other c1: the fraction of s2 that follows the donor's carry
+    carry@lower   the tens and ones positions from that same donor: the same fraction
+    s3 carry@...  the same two patches, read on the thousands digit s3 = c2 of the pairs
+                  with a2 + b2 = 9 (there c2 = c1, so s3 follows the donor's carry or not)
+
 Writes problem1/results/carry_probe.json:
 
     {"probes": [...], "majority": {probe: test accuracy of always guessing the commoner value},
-     "runs": {run: {seed: {probe: {"input": accuracy, "memory": accuracy}}}}}
+     "runs": {run: {seed: {probe: {"input": accuracy, "memory": accuracy}}}},
+     "test_pairs": 2000, "s3_pairs": the test pairs with a2 + b2 = 9,
+     "patching": {run: {seed: {"control", "carry@hundreds", "carry@lower",
+                               "s3 carry@hundreds", "s3 carry@lower": fraction}}}}
 
 Instructors only (tools/): evidence for the report, not part of the homework.
 """
@@ -49,6 +65,7 @@ TRAINED_PAIRS = 4000  # the n4000 runs trained on the first 4,000 training pairs
 POSITIONS = {"tens": [1, 5], "hundreds": [0, 4]}
 PROBES = {"c0@tens": (0, "tens"), "c0@hundreds": (0, "hundreds"),
           "c1@hundreds": (1, "hundreds")}
+HUNDREDS, LOWER = [0, 4], [1, 2, 5, 6]
 L2 = 1e-3
 
 
@@ -91,6 +108,47 @@ def probe_model(model, fit_src, test_src) -> dict:
     return out
 
 
+def donors(src: torch.Tensor, pool: torch.Tensor, other_a2: bool) -> torch.Tensor:
+    """For each pair of src [N, 7], the index of the first pair of pool [M, 7] with the same
+    b2 and either another a2 and the same c1 (other_a2) or the same a2 and the other c1."""
+    carry, pool_carry = column_carries(src)[:, 1], column_carries(pool)[:, 1]
+    chosen = []
+    for pair, c1 in zip(src, carry):
+        same_b2 = pool[:, 4] == pair[4]
+        if other_a2:
+            match = same_b2 & (pool[:, 0] != pair[0]) & (pool_carry == c1)
+        else:
+            match = same_b2 & (pool[:, 0] == pair[0]) & (pool_carry != c1)
+        chosen.append(int(match.nonzero()[0]))
+    return torch.tensor(chosen)
+
+
+@torch.no_grad()
+def patching(model, order: str, src: torch.Tensor, pool: torch.Tensor) -> dict:
+    """{'control', 'carry@hundreds', 'carry@lower', 's3 carry@hundreds', 's3 carry@lower'}:
+    the fraction of test pairs whose decoded s2 (or s3, over the pairs with a2 + b2 = 9,
+    whose thousands digit is their carry c1) follows the donor (see the module docstring)."""
+    memory, pool_memory = model.encode(src)[0], model.encode(pool)[0]
+    a2, b2, c1 = src[:, 0], src[:, 4], column_carries(src)[:, 1]
+
+    def patched(index, positions) -> torch.Tensor:
+        """[N, 4] the sum's digits in place order (s0 .. s3) decoded from patched memory."""
+        out = memory.clone()
+        out[:, positions] = pool_memory[index][:, positions]
+        predicted = model.generate(src, memory=out)  # output order
+        return predicted.flip(1) if order == "forward" else predicted
+
+    other_a2, other_c1 = donors(src, pool, True), donors(src, pool, False)
+    follows_a2 = patched(other_a2, HUNDREDS)[:, 2] == (pool[other_a2, 0] + b2 + c1) % 10
+    out = {"control": follows_a2.float().mean().item()}
+    nine = a2 + b2 == 9  # s3 = c2 = c1 exactly here
+    for name, positions in (("hundreds", HUNDREDS), ("lower", LOWER)):
+        digits = patched(other_c1, positions)
+        out[f"carry@{name}"] = (digits[:, 2] == (a2 + b2 + 1 - c1) % 10).float().mean().item()
+        out[f"s3 carry@{name}"] = (digits[nine, 3] == 1 - c1[nine]).float().mean().item()
+    return out
+
+
 def model_path(results: Path, run: str, seed: int) -> Path:
     """Seed 0's weights sit in results/, the other seeds' in results/seeds/seed{S}/."""
     folder = results if seed == 0 else results / "seeds" / f"seed{seed}"
@@ -116,13 +174,15 @@ def main(argv=None) -> int:
               "majority": {probe: max(test_y[:, c].float().mean().item(),
                                       1 - test_y[:, c].float().mean().item())
                            for probe, (c, _) in PROBES.items()},
-              "runs": {}}
-    for run in RUNS:
-        result["runs"][run] = {}
+              "runs": {run: {} for run in RUNS}, "test_pairs": len(test_src),
+              "s3_pairs": int((test_src[:, 0] + test_src[:, 4] == 9).sum()),
+              "patching": {run: {} for run in RUNS}}
+    for run, order in RUNS.items():
         for seed in SEEDS:
             model, _ = load_model(paths[run, seed], "cpu")
             result["runs"][run][str(seed)] = probe_model(model, fit_src, test_src)
-            print(run, seed, result["runs"][run][str(seed)])
+            result["patching"][run][str(seed)] = patching(model, order, test_src, fit_src)
+            print(run, seed, result["runs"][run][str(seed)], result["patching"][run][str(seed)])
     out = args.results_dir / "carry_probe.json"
     write_json(out, result)
     print(f"wrote {out}")

@@ -198,3 +198,18 @@ def test_carry_probe_reads_what_is_linear_and_only_that():
     assert probe_accuracy(x[:400], separable[:400], x[400:], separable[400:]) > 0.95
     noise = torch.randint(0, 2, (600,), generator=g)
     assert 0.35 < probe_accuracy(x[:400], noise[:400], x[400:], noise[400:]) < 0.65
+
+
+def test_carry_patching_donors_differ_in_what_they_should_only():
+    from tools.carry_probe import donors
+    g = torch.Generator().manual_seed(1)
+    pool = torch.randint(0, 10, (3000, 7), generator=g)
+    pool[:, 3] = PLUS
+    src = pool[:40]
+    c1, pool_c1 = column_carries(src)[:, 1], column_carries(pool)[:, 1]
+    other_a2 = donors(src, pool, other_a2=True)
+    assert (pool[other_a2, 4] == src[:, 4]).all() and (pool[other_a2, 0] != src[:, 0]).all()
+    assert (pool_c1[other_a2] == c1).all()
+    other_c1 = donors(src, pool, other_a2=False)
+    assert (pool[other_c1][:, [0, 4]] == src[:, [0, 4]]).all()
+    assert (pool_c1[other_c1] != c1).all()

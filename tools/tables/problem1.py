@@ -216,10 +216,30 @@ def p1_carry_probe(m: dict, bands: dict) -> str:
             row.append(fmt(probe["majority"][name], 3))
             rows.append(row)
     seeds = sorted(next(iter(probe["runs"].values())))
-    return (table(["run", "probe", "from the input", "from the memory", "always guess"],
+    over = f"lowest{DASH}highest over seeds {seed_list(int(s) for s in seeds)} (n = {len(seeds)})"
+    text = (table(["run", "probe", "from the input", "from the memory", "always guess"],
                   rows, "llrrr")
-            + f"\n\nTest accuracy of each linear probe, lowest{DASH}highest over seeds "
-            f"{seed_list(int(s) for s in seeds)} (n = {len(seeds)}); `results/carry_probe.json`.")
+            + f"\n\nTest accuracy of each linear probe, {over}; `results/carry_probe.json`.")
+    if "patching" not in probe:
+        return text
+    patches = [("control", "hundreds positions from a donor with another a2",
+                "s2 follows its a2"),
+               ("carry@hundreds", "hundreds positions, donor with the other c1",
+                "s2 follows its carry"),
+               ("s3 carry@hundreds", "hundreds positions, donor with the other c1",
+                "s3 follows its carry (a2 + b2 = 9)"),
+               ("carry@lower", "tens and ones positions, same donor", "s2 follows its carry"),
+               ("s3 carry@lower", "tens and ones positions, same donor",
+                "s3 follows its carry (a2 + b2 = 9)")]
+    rows = []
+    for run, by_seed in probe["patching"].items():
+        for key, patched, read in patches:
+            values = [by_seed[seed][key] for seed in sorted(by_seed)]
+            rows.append([run, patched, read, f"{fmt(min(values), 3)}{DASH}{fmt(max(values), 3)}"])
+    return (text + "\n\n" + table(["run", "memory patched", "decoded digit", "fraction"], rows,
+                                   "lllr")
+            + f"\n\nFraction of the {probe['test_pairs']:,} test pairs that decode the digit "
+            f"shown (for s3 only the {probe['s3_pairs']} pairs with a2 + b2 = 9), {over}.")
 
 
 TABLES = {"p1_seeds": p1_seeds, "p1_runs": p1_runs, "p1_order_seeds": p1_order_seeds,
