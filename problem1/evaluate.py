@@ -26,7 +26,7 @@ from problem1.config import ANALYSED_TRAIN_SIZE, PRESCRIBED, load_model
 from problem1.dataset import BOS, DIGIT_ORDERS, AdditionDataset
 from problem1.heads import HeadRemovalScorer, breakdown
 from problem1.model import score_predictions
-from provided.common import ArgumentParser, add_common_args, fail, script, setup
+from provided.common import ArgumentParser, HomeworkError, add_common_args, script, setup
 from provided.results import BadFileError, read_json, write_json
 
 # The 24 heads, in the order of the report: encoder self-attention of layers 0 and 1, then
@@ -132,7 +132,8 @@ def logged_steps_to_95(run: str, results_dir):
     try:
         return read_json(path)["steps_to_95"]
     except (BadFileError, KeyError, TypeError):
-        fail(f"{path} is not a finished training log: delete it and re-run the run")
+        raise HomeworkError(f"{path} is not a finished training log: delete it and re-run "
+                            "the run") from None
 
 
 def rounded(tensor) -> list:
@@ -148,7 +149,7 @@ def main(argv=None) -> int:
     try:
         tests = {order: AdditionDataset(args.data_dir, "test", order) for order in DIGIT_ORDERS}
     except (FileNotFoundError, ValueError) as err:
-        fail(str(err))
+        raise HomeworkError(str(err)) from None
     for config in PRESCRIBED:
         loaded = load_run(config, args, device)
         if loaded is None:
@@ -175,8 +176,8 @@ def main(argv=None) -> int:
                   f"left with test exact match >= 0.95: {min(kept) if kept else None} "
                   f"({time.perf_counter() - start:.0f} s)")
     if not metrics:
-        fail(f"no trained model in {args.results_dir}: run problem1/train.py first "
-             "(see the README)")
+        raise HomeworkError(f"no trained model in {args.results_dir}: run problem1/train.py first "
+                            "(see the README)")
     metrics["ablation"] = ablation
     metrics["pruning"] = pruning
     write_json(args.results_dir / "metrics.json", metrics)

@@ -31,9 +31,9 @@ from problem1.dataset import DIGIT_ORDERS, AdditionDataset, read_pairs
 from problem1.model import score_predictions
 from provided.common import (
     ArgumentParser,
+    HomeworkError,
     add_common_args,
     explicit_results_dir,
-    fail,
     missing_data_message,
     positive_int,
     script,
@@ -127,25 +127,28 @@ def load_data(args) -> tuple[AdditionDataset, AdditionDataset]:
     try:
         counts = {split: len(read_pairs(path)) for split, path in paths.items()}
     except FileNotFoundError as err:
-        fail(missing_data_message(Path(err.filename or paths["train"])))
+        missing = Path(err.filename or paths["train"])
+        raise HomeworkError(missing_data_message(missing)) from None
     except ValueError as err:
-        fail(f"the data file is wrong: {err}")
+        raise HomeworkError(f"the data file is wrong: {err}") from None
     if not 1 <= args.train_size <= counts["train"]:
-        fail(f"--train_size {args.train_size} is out of range: {paths['train']} holds "
-             f"{counts['train']} pairs (the homework uses {', '.join(map(str, TRAIN_SIZES))})")
+        sizes = ", ".join(map(str, TRAIN_SIZES))
+        raise HomeworkError(f"--train_size {args.train_size} is out of range: {paths['train']} "
+                            f"holds {counts['train']} pairs (the homework uses {sizes})")
     if counts["val"] == 0:
-        fail(f"{paths['val']} holds no pairs: run `python generate_datasets.py --only "
-             "addition --force`")
+        raise HomeworkError(f"{paths['val']} holds no pairs: run `python generate_datasets.py "
+                            "--only addition --force`")
     try:
         train = AdditionDataset(args.data_dir, "train", args.digit_order, args.train_size)
         val = AdditionDataset(args.data_dir, "val", args.digit_order)
     except FileNotFoundError as err:
-        fail(str(err))
+        raise HomeworkError(str(err)) from None
     except ValueError as err:
-        fail(f"the data is wrong: {err}")
+        raise HomeworkError(f"the data is wrong: {err}") from None
     if len(train) != args.train_size:
-        fail(f"AdditionDataset(max_pairs={args.train_size}) holds {len(train)} pairs, not "
-             f"{args.train_size}: it must keep the first max_pairs pairs of {paths['train']}")
+        raise HomeworkError(f"AdditionDataset(max_pairs={args.train_size}) holds {len(train)} "
+                            f"pairs, not {args.train_size}: it must keep the first max_pairs "
+                            f"pairs of {paths['train']}")
     return train, val
 
 

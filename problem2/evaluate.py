@@ -71,7 +71,14 @@ from problem2.positional import (
     shift_rotation,
     sinusoidal_table,
 )
-from provided.common import EVAL_BATCH_SIZE, ArgumentParser, add_common_args, fail, script, setup
+from provided.common import (
+    EVAL_BATCH_SIZE,
+    ArgumentParser,
+    HomeworkError,
+    add_common_args,
+    script,
+    setup,
+)
 from provided.results import write_json
 
 TRAIN_LENGTH = SEQUENCE_LENGTHS["train"]
@@ -216,7 +223,7 @@ def load_runs(results_dir, device) -> dict:
             continue
         runs[position] = load_model(path, device)
     if not runs:
-        fail(f"no model_*.pth in {results_dir}: run train.py first (see the README)")
+        raise HomeworkError(f"no model_*.pth in {results_dir}: run train.py first (see the README)")
     return runs
 
 
@@ -228,7 +235,7 @@ def main(argv=None) -> int:
         check_offset_split(args.data_dir, "test")  # a bad file stops before any work
         test_set = OffsetDataset(args.data_dir, "test", k=K)
     except (FileNotFoundError, ValueError) as err:
-        fail(str(err))
+        raise HomeworkError(str(err)) from None
     runs = load_runs(args.results_dir, device)
 
     tokens, targets = test_set.tokens.to(device), test_set.targets.to(device)

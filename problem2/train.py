@@ -31,9 +31,9 @@ from problem2.model import POSITIONS
 from provided.common import (
     EVAL_BATCH_SIZE,
     ArgumentParser,
+    HomeworkError,
     add_common_args,
     explicit_results_dir,
-    fail,
     positive_int,
     script,
     setup,
@@ -156,7 +156,7 @@ def load_data(args) -> tuple[OffsetDataset, OffsetDataset]:
         return (OffsetDataset(args.data_dir, "train", k=Config.k),
                 OffsetDataset(args.data_dir, "test", k=Config.k))
     except (FileNotFoundError, ValueError) as err:
-        fail(str(err))
+        raise HomeworkError(str(err)) from None
 
 
 @script

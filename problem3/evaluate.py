@@ -48,8 +48,8 @@ from problem3.dataset import (
 from problem3.sample import NUM_SAMPLES, sample_run
 from provided.common import (
     ArgumentParser,
+    HomeworkError,
     add_common_args,
-    fail,
     missing_data_message,
     positive_int,
     script,
@@ -274,7 +274,8 @@ def sweep(results_dir: Path, steps: int = SWEEP_STEPS) -> list[dict]:
         try:
             entries.append(sweep_entry(read_json(path)))
         except (BadFileError, KeyError, TypeError, IndexError):
-            fail(f"{path} is not a finished training log: delete it and re-run that run")
+            raise HomeworkError(f"{path} is not a finished training log: delete it and "
+                                "re-run that run") from None
     return entries
 
 
@@ -345,7 +346,8 @@ def previous_main(path: Path, run: str) -> dict | None:
     try:
         previous = read_json(path).get("main")
     except (BadFileError, AttributeError):
-        fail(f"{path} is not a metrics file of this script: delete it and run again")
+        raise HomeworkError(f"{path} is not a metrics file of this script: delete it and run "
+                            "again") from None
     if previous is None or previous.get("run") != run:
         return None
     print(f"kept 'main' for {run} from the existing {path.name}")
@@ -368,12 +370,12 @@ def main(argv=None) -> int:
     device = setup(args)
     train_path = args.data_dir / "smiles" / "train.txt"
     if not train_path.exists():
-        fail(missing_data_message(train_path))
+        raise HomeworkError(missing_data_message(train_path))
     try:
         metrics = {"sweep": sweep(args.results_dir, args.sweep_steps),
                    "unigram_entropy": unigram_entropy(args.data_dir)}
     except (FileNotFoundError, ValueError) as err:
-        fail(str(err))
+        raise HomeworkError(str(err)) from None
     print(f"sweep: {len(metrics['sweep'])} of 12 runs present")
     main_metrics = evaluate_main(args.results_dir, args.run, train_path, args.num_samples,
                                  args.seed, device)

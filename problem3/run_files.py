@@ -18,7 +18,7 @@ import torch
 
 from problem3.config import HOMEWORK_TOKENS, Config, differences
 from problem3.dataset import SmilesDataset, build_vocab, locate_smiles_error
-from provided.common import HomeworkError, fail, missing_data_message
+from provided.common import HomeworkError, missing_data_message
 from provided.results import BadFileError, file_fingerprint, load_checkpoint
 from provided.smiles import SmilesVocab, tokenize
 
@@ -29,24 +29,24 @@ def load_data(data_dir: Path, batch_size: int):
     paths = {split: data_dir / "smiles" / f"{split}.txt" for split in ("train", "val")}
     for path in paths.values():
         if not path.exists():
-            fail(missing_data_message(path))
+            raise HomeworkError(missing_data_message(path))
     try:
         vocab = build_vocab(paths["train"])
         train_set = SmilesDataset(paths["train"], vocab)
     except ValueError as err:
-        fail(locate_smiles_error(paths["train"], err))
+        raise HomeworkError(locate_smiles_error(paths["train"], err)) from None
     check_tokens(vocab, train_set, paths["train"])
     if len(train_set) < batch_size:
-        fail(f"{paths['train']} has {len(train_set)} strings, fewer than one batch of "
-             f"{batch_size}: regenerate it with `python generate_datasets.py --only smiles "
-             "--force`")
+        raise HomeworkError(f"{paths['train']} has {len(train_set)} strings, fewer than one "
+                            f"batch of {batch_size}: regenerate it with `python "
+                            "generate_datasets.py --only smiles --force`")
     try:
         val_set = SmilesDataset(paths["val"], vocab)
     except ValueError as err:
-        fail(str(err))
+        raise HomeworkError(str(err)) from None
     if len(val_set) == 0:
-        fail(f"{paths['val']} holds no strings: regenerate it with `python "
-             "generate_datasets.py --only smiles --force`")
+        raise HomeworkError(f"{paths['val']} holds no strings: regenerate it with `python "
+                            "generate_datasets.py --only smiles --force`")
     fingerprints = [file_fingerprint(path) for path in paths.values()]
     return vocab, train_set, val_set, fingerprints
 
@@ -58,9 +58,9 @@ def check_tokens(vocab: SmilesVocab, train_set: SmilesDataset, path: Path) -> No
     if unexpected:
         line = next(number for number, smiles in enumerate(train_set.smiles, start=1)
                     if set(tokenize(smiles)) & set(unexpected))
-        fail(f"{path}, line {line}: token {unexpected[0]!r} is not one of the homework's "
-             f"{len(HOMEWORK_TOKENS)} SMILES tokens; regenerate the file with `python "
-             "generate_datasets.py --only smiles --force`")
+        raise HomeworkError(f"{path}, line {line}: token {unexpected[0]!r} is not one of the "
+                            f"homework's {len(HOMEWORK_TOKENS)} SMILES tokens; regenerate the "
+                            "file with `python generate_datasets.py --only smiles --force`")
 
 
 def check_vocab(vocab: SmilesVocab, out: Path) -> None:
@@ -70,9 +70,10 @@ def check_vocab(vocab: SmilesVocab, out: Path) -> None:
     if path.exists():
         saved = SmilesVocab.load(path)
         if saved != vocab:
-            fail(f"{path} holds another vocabulary ({' '.join(saved.chemistry_tokens)}) than "
-                 f"this training file ({' '.join(vocab.chemistry_tokens)}): use another "
-                 "--results_dir, or delete the runs there")
+            raise HomeworkError(f"{path} holds another vocabulary "
+                                f"({' '.join(saved.chemistry_tokens)}) than this training file "
+                                f"({' '.join(vocab.chemistry_tokens)}): use another "
+                                "--results_dir, or delete the runs there")
     vocab.save(path)
 
 

@@ -17,9 +17,9 @@ from problem3.config import RUN_NAME, load_model
 from problem3.model import DecoderLM
 from provided.common import (
     ArgumentParser,
+    HomeworkError,
     add_common_args,
     explicit_results_dir,
-    fail,
     positive_int,
     script,
     setup,
@@ -118,8 +118,8 @@ def main(argv=None) -> int:
     path = args.results_dir / f"model_{args.run}.pth"
     model, vocab, config, _ = load_model(path, device)
     if config.run != args.run:
-        fail(f"{path} holds the run {config.run}, not {args.run}: it was renamed or "
-             "overwritten; train the run again")
+        raise HomeworkError(f"{path} holds the run {config.run}, not {args.run}: it was renamed or "
+                            "overwritten; train the run again")
     samples = sample_run(model, vocab, args.num_samples, args.temperature, args.seed, device)
     suffix = "" if args.temperature == 1.0 else f"_T{args.temperature}"
     path = args.results_dir / f"samples_{args.run}{suffix}.txt"
