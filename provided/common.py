@@ -106,11 +106,12 @@ def _int_at_least(text: str, low: int) -> int:
 
 
 def explicit_results_dir(args: argparse.Namespace, problem: str, reason: str) -> None:
-    """Stop if a run that is not the prescribed one (reason says why) would write into the
-    committed results folder, where it would take a prescribed run's name."""
+    """HomeworkError if a run that is not the prescribed one (reason says why) would write
+    into the committed results folder, where it would take a prescribed run's name."""
     if Path(args.results_dir).resolve() == results_dir(problem).resolve():
-        fail(f"{reason} is not a prescribed run: give it its own --results_dir "
-             "(e.g. --results_dir /tmp/scratch) so that it cannot replace a real run's files")
+        raise HomeworkError(f"{reason} is not a prescribed run: give it its own --results_dir "
+                            "(e.g. --results_dir /tmp/scratch) so that it cannot replace a real "
+                            "run's files")
 
 
 def setup(args: argparse.Namespace) -> torch.device:
@@ -124,21 +125,22 @@ def setup(args: argparse.Namespace) -> torch.device:
 
 
 def check_writable(folder: Path, flag: str) -> None:
-    """Create folder if needed and make sure a file can be written in it, or stop with one
-    line: a read-only or full results folder is found before training, not after."""
+    """Create folder if needed and make sure a file can be written in it, or HomeworkError:
+    a read-only or full results folder is found before training, not after."""
     if folder.exists() and not folder.is_dir():
-        fail(f"{flag} {folder} is a file, not a folder: give a folder")
+        raise HomeworkError(f"{flag} {folder} is a file, not a folder: give a folder")
     try:
         folder.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryFile(dir=folder):
             pass
     except OSError as err:
-        fail(f"{flag} {folder} cannot be written ({err.strerror or err}): "
-             "give a writable folder")
+        raise HomeworkError(f"{flag} {folder} cannot be written ({err.strerror or err}): "
+                            "give a writable folder") from None
 
 
 def resolve_device(name: str = "auto") -> torch.device:
-    """'auto' picks cuda, then mps, then cpu; anything else is passed to torch.device."""
+    """'auto' picks cuda, then mps, then cpu; anything else is passed to torch.device
+    (HomeworkError if it names no device, or one this machine does not have)."""
     if name == "auto":
         if torch.cuda.is_available():
             return torch.device("cuda")
@@ -148,11 +150,14 @@ def resolve_device(name: str = "auto") -> torch.device:
     try:
         device = torch.device(name)
     except RuntimeError as err:
-        fail(f"unknown --device {name!r} ({err}); use auto, cpu, cuda or mps")
+        raise HomeworkError(f"unknown --device {name!r} ({err}); use auto, cpu, cuda or "
+                            "mps") from None
     if device.type == "cuda" and not torch.cuda.is_available():
-        fail("--device cuda asked for, but torch sees no CUDA GPU; use --device auto or cpu")
+        raise HomeworkError("--device cuda asked for, but torch sees no CUDA GPU; use --device "
+                            "auto or cpu")
     if device.type == "mps" and not torch.backends.mps.is_available():
-        fail("--device mps asked for, but MPS is not available; use --device auto or cpu")
+        raise HomeworkError("--device mps asked for, but MPS is not available; use --device "
+                            "auto or cpu")
     return device
 
 

@@ -13,7 +13,7 @@ data/figures/ for the datasets (the one committed folder of data/).
 import importlib
 from pathlib import Path
 
-from provided.common import DATA_DIR, REPO_ROOT, ArgumentParser, fail, script
+from provided.common import DATA_DIR, REPO_ROOT, ArgumentParser, HomeworkError, script
 
 TARGETS = ("data", "problem1", "problem2", "problem3")
 RUN_FIRST = {  # what writes the files each target draws
@@ -47,7 +47,8 @@ def main(argv=None) -> int:
     input_dir = args.input_dir or input_dir
     out_dir = args.out_dir or out_dir
     if not input_dir.exists():
-        fail(f"{input_dir} does not exist: run the {args.target} steps of the README first")
+        raise HomeworkError(f"{input_dir} does not exist: run the {args.target} steps of the "
+                            "README first")
 
     import matplotlib
 
@@ -57,11 +58,12 @@ def main(argv=None) -> int:
     try:
         paths = module.make_figures(input_dir, out_dir)
     except (KeyError, IndexError, TypeError) as err:  # valid JSON of another shape
-        fail(f"a file in {input_dir} lacks what the {args.target} figures need "
-             f"({type(err).__name__}: {err}): re-run {RUN_FIRST[args.target]}")
+        raise HomeworkError(f"a file in {input_dir} lacks what the {args.target} figures need "
+                            f"({type(err).__name__}: {err}): re-run "
+                            f"{RUN_FIRST[args.target]}") from None
     if not paths:
-        fail(f"nothing to draw in {input_dir}: run {RUN_FIRST[args.target]} first (see the "
-             "README)")
+        raise HomeworkError(f"nothing to draw in {input_dir}: run {RUN_FIRST[args.target]} "
+                            "first (see the README)")
     for path in paths:
         print(f"wrote {path}")
     return 0
