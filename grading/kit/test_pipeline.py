@@ -3,9 +3,11 @@
 Dry runs only (`make -n`) in a temporary copy of the Makefile: nothing trains.
 """
 
+import functools
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -16,9 +18,25 @@ pytestmark = [pytest.mark.kit,
               pytest.mark.skipif(shutil.which("make") is None, reason="needs GNU make")]
 
 
+@functools.cache
+def run_registry() -> str:
+    """The Makefile's build/runs.mk, made once from the three run registries (three Python
+    starts), instead of once per dry run."""
+    return "".join(subprocess.run([sys.executable, "-m", f"problem{n}.config", "--make", f"P{n}"],
+                                  capture_output=True, text=True, check=True).stdout
+                   for n in (1, 2, 3))
+
+
+def copy_makefile(tmp_path: Path) -> None:
+    """The Makefile and its run registry in tmp_path (no config.py there: never remade)."""
+    shutil.copy(REPO_ROOT / "Makefile", tmp_path / "Makefile")
+    (tmp_path / "build").mkdir(exist_ok=True)
+    (tmp_path / "build" / "runs.mk").write_text(run_registry())
+
+
 def dry_run(tmp_path: Path, *args: str) -> list[str]:
     """The commands `make -n ARGS` would run, one string each (continuation lines joined)."""
-    shutil.copy(REPO_ROOT / "Makefile", tmp_path / "Makefile")
+    copy_makefile(tmp_path)
     out = subprocess.run(["make", "--no-print-directory", "-n", *args], cwd=tmp_path,
                          capture_output=True, text=True, check=True).stdout
     joined = re.sub(r"\\\n\s*", "", out)
@@ -75,7 +93,7 @@ def test_clean_results_keeps_data_reports_and_figures(tmp_path):
     for name in kept + removed:
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text("x")
-    shutil.copy(REPO_ROOT / "Makefile", tmp_path / "Makefile")
+    copy_makefile(tmp_path)
     subprocess.run(["make", "clean-results"], cwd=tmp_path, capture_output=True, check=True)
     assert all((tmp_path / name).exists() for name in kept)
     assert not any((tmp_path / name).exists() for name in removed)
@@ -115,3 +133,11 @@ def test_make_all_reruns_everything_in_a_fresh_clone(tmp_path, cleaned):
     commands = dry_run(tmp_path, "all", "-j2", "NPROC=2")
     assert len(training_runs(commands)) == 23
     assert sum("visualize.py problem" in c for c in commands) == 3
+
+
+def test_the_makefile_makes_its_run_registry_from_the_problems_configs(tmp_path):
+    shutil.copy(REPO_ROOT / "Makefile", tmp_path / "Makefile")
+    out = subprocess.run(["make", "--no-print-directory", "-n", "problem2"], cwd=tmp_path,
+                         capture_output=True, text=True, check=True).stdout
+    assert (tmp_path / "build" / "runs.mk").read_text() == run_registry()
+    assert "-m problem2.train --position rotary " in out
