@@ -44,6 +44,8 @@ Writes problem1/results/carry_probe.json:
      "patching": {run: {seed: {"control", "carry@hundreds", "carry@lower",
                                "s3 carry@hundreds", "s3 carry@lower": fraction}}}}
 
+Runs on the CPU (about 45 s for the ten models), whatever --device says.
+
 Instructors only (tools/): evidence for the report, not part of the homework.
 """
 
@@ -62,10 +64,10 @@ RUNS = {run_name(order, ANALYSED_TRAIN_SIZE): order for order in DIGIT_ORDERS}
 SEEDS = (0, 1, 2, 3, 4)
 TRAINED_PAIRS = 4000  # the n4000 runs trained on the first 4,000 training pairs
 # source positions: a2 a1 a0 + b2 b1 b0
-POSITIONS = {"tens": [1, 5], "hundreds": [0, 4]}
+HUNDREDS, TENS, LOWER = [0, 4], [1, 5], [1, 2, 5, 6]
+POSITIONS = {"tens": TENS, "hundreds": HUNDREDS}
 PROBES = {"c0@tens": (0, "tens"), "c0@hundreds": (0, "hundreds"),
           "c1@hundreds": (1, "hundreds")}
-HUNDREDS, LOWER = [0, 4], [1, 2, 5, 6]
 L2 = 1e-3
 
 
