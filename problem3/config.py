@@ -105,7 +105,5 @@ def load_model(path, device) -> tuple[DecoderLM, SmilesVocab, Config, int]:
     return model.to(device).eval(), SmilesVocab(checkpoint["vocab"]), config, checkpoint["step"]
 
 
-
-
 if __name__ == "__main__":
     raise SystemExit(registry_main(RUNS, {"sweep": list(SWEEP), "main": [MAIN_RUN]}))
