@@ -120,7 +120,7 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 
 def load_data(args) -> tuple[AdditionDataset, AdditionDataset]:
-    """The training pairs and the validation split, or one line saying what is wrong: a
+    """The training pairs and the validation split, or HomeworkError saying what is wrong: a
     missing or bad data file (named, with the line), or a --train_size beyond the pairs of
     the training split."""
     paths = {split: args.data_dir / "addition" / f"{split}.csv" for split in ("train", "val")}

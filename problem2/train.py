@@ -149,7 +149,7 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 
 def load_data(args) -> tuple[OffsetDataset, OffsetDataset]:
-    """The training and test splits, or one line saying what is wrong."""
+    """The training and test splits, or HomeworkError saying what is wrong."""
     try:
         for split in SPLITS:
             check_offset_split(args.data_dir, split)  # a bad file stops before any work

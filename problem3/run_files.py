@@ -24,8 +24,8 @@ from provided.smiles import SmilesVocab, tokenize
 
 
 def load_data(data_dir: Path, batch_size: int):
-    """(vocab, training set, validation set, data fingerprints), or one line naming the file
-    that is missing, empty or unreadable. The training file is checked first."""
+    """(vocab, training set, validation set, data fingerprints), or HomeworkError naming the
+    file that is missing, empty or unreadable. The training file is checked first."""
     paths = {split: data_dir / "smiles" / f"{split}.txt" for split in ("train", "val")}
     for path in paths.values():
         if not path.exists():
@@ -52,8 +52,8 @@ def load_data(data_dir: Path, batch_size: int):
 
 
 def check_tokens(vocab: SmilesVocab, train_set: SmilesDataset, path: Path) -> None:
-    """Stop, naming the first line that holds it, at a token outside HOMEWORK_TOKENS (it
-    would silently grow the vocabulary and the model)."""
+    """HomeworkError, naming the first line that holds it, at a token outside
+    HOMEWORK_TOKENS (it would silently grow the vocabulary and the model)."""
     unexpected = sorted(set(vocab.chemistry_tokens) - HOMEWORK_TOKENS)
     if unexpected:
         line = next(number for number, smiles in enumerate(train_set.smiles, start=1)
@@ -64,8 +64,8 @@ def check_tokens(vocab: SmilesVocab, train_set: SmilesDataset, path: Path) -> No
 
 
 def check_vocab(vocab: SmilesVocab, out: Path) -> None:
-    """Save the vocabulary to out/vocab.json, or stop if the runs already there were trained
-    over another vocabulary (their files and this run's must not mix)."""
+    """Save the vocabulary to out/vocab.json, or HomeworkError if the runs already there were
+    trained over another vocabulary (their files and this run's must not mix)."""
     path = out / "vocab.json"
     if path.exists():
         saved = SmilesVocab.load(path)
@@ -92,7 +92,7 @@ def set_rng_state(state: dict, device) -> None:
 
 def resume(path: Path, config: Config, data: list[dict], model, optimizer, device):
     """(log, first step) of a run resumed from its resume file, or None if there is none.
-    Stops with one line if the file is damaged or belongs to another configuration."""
+    HomeworkError if the file is damaged or belongs to another configuration."""
     if not path.exists():
         return None
     try:
