@@ -95,7 +95,8 @@ def seeds_sentence(bands: dict, quantity: str, runs: list[str], what: str,
         if len(members) == len(runs):
             parts.append(f"seeds {seed_list(seeds)} (n = {len(seeds)}) for every {noun}")
         elif seeds == (0,):
-            parts.append(f"seed 0 alone for the other {len(members)} {noun}s")
+            parts.append(f"seed 0 alone for the other {len(members)} {noun}"
+                         + ("s" if len(members) > 1 else ""))
         else:
             parts.append(f"seeds {seed_list(seeds)} (n = {len(seeds)}) for "
                          + ", ".join(members))
