@@ -77,14 +77,17 @@ def band(values: dict) -> dict:
     return result
 
 
+def seed_dir(results: Path, seed: int) -> Path:
+    """Where a seed's runs sit: seed 0 is results/ itself, seed S results/seeds/seed{S}/."""
+    return results if seed == 0 else results / "seeds" / f"seed{seed}"
+
+
 def seed_dirs(problem: str) -> dict[int, Path]:
     """{seed: results folder} for seed 0 and every seeds/seed{S} folder present."""
     base = results_dir(problem)
-    dirs = {0: base}
-    for path in sorted((base / "seeds").glob("seed*")):
-        if path.name[4:].isdigit():
-            dirs[int(path.name[4:])] = path
-    return dirs
+    seeds = [int(path.name[4:]) for path in (base / "seeds").glob("seed*")
+             if path.name[4:].isdigit()]
+    return {seed: seed_dir(base, seed) for seed in [0, *sorted(seeds)]}
 
 
 def collect(problem: str, quantities) -> dict:
