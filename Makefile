@@ -26,8 +26,8 @@ AUTOGRADER ?= build/autograder.zip
 .DELETE_ON_ERROR:
 
 # The prescribed runs and their train.py flags, from each problem's run registry (RUNS in
-# problemN/config.py), as Makefile variables: P1_RUNS, P2_RUNS, P3_SWEEP, P3_MAIN and
-# PN_FLAGS_<run>. Made again whenever a config.py changes.
+# problemN/config.py), as Makefile variables: P1_RUNS, P1_ANALYSED, P2_RUNS, P3_SWEEP,
+# P3_MAIN and PN_FLAGS_<run>. Made again whenever a config.py changes.
 RUN_REGISTRY := build/runs.mk
 include $(RUN_REGISTRY)
 $(RUN_REGISTRY): $(wildcard problem[123]/config.py)
@@ -182,16 +182,16 @@ $(P3)/metrics_n10000.json: $(P3)/samples_$(P3_MAIN)_n10000.txt
 # Problem 1's greedy pruning chosen on validation and scored on test (the bias of the
 # homework's test-chosen curve); needs the two n4000 models, which are not committed.
 pruning-bias: $(P1)/pruning_validation.json
-$(P1)/pruning_validation.json: | $(P1)/model_forward_n4000.pth $(P1)/model_reversed_n4000.pth
+$(P1)/pruning_validation.json: | $(P1_ANALYSED:%=$(P1)/model_%.pth)
 	$(RUN) -m tools.pruning_bias
 
-# Linear probes of the carries on Problem 1's encoder (forward and reversed n4000, seeds
-# 0-4); the weights are not committed, so this trains the ten models first (about 25 min)
-P1_PROBED := forward_n4000 reversed_n4000
+# Linear probes and activation patching of the carries on Problem 1's analysed models
+# (P1_ANALYSED: forward and reversed n4000, seeds 0-4); the weights are not committed, so
+# this trains the ten models first (about 25 min)
 model_of = $(patsubst model_%,%,$(word 2,$(subst /, ,$(1))))
 carry-probe: $(P1)/carry_probe.json
-$(P1)/carry_probe.json: | $(P1_PROBED:%=$(P1)/model_%.pth) \
-  $(foreach s,$(SEEDS),$(P1_PROBED:%=$(P1)/seeds/seed$(s)/model_%.pth))
+$(P1)/carry_probe.json: | $(P1_ANALYSED:%=$(P1)/model_%.pth) \
+  $(foreach s,$(SEEDS),$(P1_ANALYSED:%=$(P1)/seeds/seed$(s)/model_%.pth))
 	$(RUN) -m tools.carry_probe $(COMMON)
 $(P1)/seeds/%.pth: | data/addition/train.csv
 	$(RUN) -m problem1.train $(P1_FLAGS_$(call model_of,$*)) --seed $(call seed_of,$*) \

@@ -54,6 +54,8 @@ def run_name(digit_order: str, train_size: int) -> str:
 RUNS = {run_name(order, size): {"digit_order": order, "train_size": size}
         for order in DIGIT_ORDERS for size in TRAIN_SIZES}
 PRESCRIBED = [Config(**options) for options in RUNS.values()]
+# the runs whose heads are analysed (evaluate.py) and whose carries are probed: name -> order
+ANALYSED = {run_name(order, ANALYSED_TRAIN_SIZE): order for order in DIGIT_ORDERS}
 
 
 def load_model(path, device) -> tuple[AdditionTransformer, Config]:
@@ -65,4 +67,4 @@ def load_model(path, device) -> tuple[AdditionTransformer, Config]:
 
 
 if __name__ == "__main__":
-    raise SystemExit(registry_main(RUNS))
+    raise SystemExit(registry_main(RUNS, {"analysed": list(ANALYSED)}))

@@ -53,14 +53,14 @@ Instructors only (tools/): evidence for the report, not part of the homework.
 import torch
 import torch.nn.functional as F
 
-from problem1.config import ANALYSED_TRAIN_SIZE, load_model, run_name
-from problem1.dataset import DIGIT_ORDERS, AdditionDataset
+from problem1.config import ANALYSED, load_model
+from problem1.dataset import AdditionDataset
 from problem1.heads import column_carries
 from provided.common import ArgumentParser, add_common_args, fail, script, setup
 from provided.results import write_json
 from tools.bands import seed_dir
 
-RUNS = {run_name(order, ANALYSED_TRAIN_SIZE): order for order in DIGIT_ORDERS}
+RUNS = ANALYSED
 SEEDS = (0, 1, 2, 3, 4)
 TRAINED_PAIRS = 4000  # the n4000 runs trained on the first 4,000 training pairs
 # source positions: a2 a1 a0 + b2 b1 b0

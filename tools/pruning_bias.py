@@ -14,14 +14,14 @@ Writes problem1/results/pruning_validation.json:
 Instructors only (tools/): evidence for the report, not part of the homework.
 """
 
-from problem1.config import ANALYSED_TRAIN_SIZE, load_model, run_name
-from problem1.dataset import DIGIT_ORDERS, AdditionDataset
+from problem1.config import ANALYSED, load_model
+from problem1.dataset import AdditionDataset
 from problem1.evaluate import greedy_pruning
 from problem1.heads import HeadRemovalScorer
 from provided.common import DATA_DIR, ArgumentParser, fail, results_dir, script
 from provided.results import write_json
 
-RUNS = {run_name(order, ANALYSED_TRAIN_SIZE): order for order in DIGIT_ORDERS}
+RUNS = ANALYSED
 
 
 def validation_pruning(model, val, test, desc: str) -> list[dict]:

@@ -4,7 +4,7 @@ problem1/results/."""
 import statistics
 from decimal import Decimal
 
-from problem1.config import ANALYSED_TRAIN_SIZE, PRESCRIBED, RUNS, TRAIN_SIZES, run_name
+from problem1.config import ANALYSED, RUNS, TRAIN_SIZES, run_name
 from provided.common import results_dir
 from provided.results import read_json
 from tools.bands import LATE_POINTS
@@ -22,7 +22,7 @@ from tools.tables.style import (
 )
 
 P1_RUNS = list(RUNS)
-P1_HEAD_MODELS = [c.run for c in PRESCRIBED if c.train_size == ANALYSED_TRAIN_SIZE]
+P1_HEAD_MODELS = list(ANALYSED)
 COSTLY = Decimal("0.005")  # a head is costly when removing it alone costs more than this
 
 
