@@ -124,10 +124,10 @@ clean-results:
 .PHONY: handout autograder grade-check seeds seeds-problem1 seeds-problem2 seeds-problem3 \
         samples10k pruning-bias bands mutants rotary-window carry-probe
 # ----------------------------------------------------------------------- extra seeds
-# Seeds 1-4 of every Problem 1 and 2 run and of every Problem 3 sweep cell, each seed in
-# its own folder problemN/results/seeds/seed{S}/ (seed 0 is the committed run itself).
-# Problems 1 and 2 first (short jobs), then the 48 Problem 3 runs, which resume, and the
-# long run's 10,000 samples.
+# Seeds 1-4 of every Problem 1, 2 and 3 run, each seed in its own folder
+# problemN/results/seeds/seed{S}/ (seed 0 is the committed run itself). Problems 1 and 2
+# first (short jobs), then the 52 Problem 3 runs, which resume, and the long run's 10,000
+# samples (seed 0 only).
 # A seed run's target is its training log (committed, written together with its weights),
 # so a fresh clone skips every finished run; a folder's metrics.json is made once all its
 # logs exist (order-only: Problems 1 and 2 evaluate from the weights, which are not
@@ -149,6 +149,8 @@ P3_SEED_LOGS := $(call seed_logs,$(P3),$(P3_SWEEP))
 # cells of five seeds rather than whole seeds of some cells
 P3_SEED_LOGS_BY_CELL := $(foreach r,$(P3_SWEEP),$(foreach s,$(SEEDS),\
                         $(P3)/seeds/seed$(s)/training_log_$(r).json))
+# then the 4,000-step run at seeds 1-4 (35-43 min each)
+P3_MAIN_SEED_LOGS := $(SEEDS:%=$(P3)/seeds/seed%/training_log_$(P3_MAIN).json)
 
 seeds-problem1: $(SEEDS:%=$(P1)/seeds/seed%/metrics.json)
 $(P1_SEED_LOGS): $(P1)/seeds/%.json: | data/addition/train.csv
@@ -164,11 +166,13 @@ $(P2_SEED_LOGS): $(P2)/seeds/%.json: | data/offset/train.npy
 $(P2)/seeds/seed%/metrics.json: | $(foreach r,$(P2_RUNS),$(P2)/seeds/seed%/training_log_$(r).json)
 	$(RUN) -m problem2.evaluate --results_dir $(@D) $(COMMON)
 
-seeds-problem3: $(P3_SEED_LOGS_BY_CELL) $(SEEDS:%=$(P3)/seeds/seed%/metrics.json)
-$(P3_SEED_LOGS): $(P3)/seeds/%.json: | data/smiles/train.txt
+seeds-problem3: $(P3_SEED_LOGS_BY_CELL) $(P3_MAIN_SEED_LOGS) \
+                $(SEEDS:%=$(P3)/seeds/seed%/metrics.json)
+$(P3_SEED_LOGS) $(P3_MAIN_SEED_LOGS): $(P3)/seeds/%.json: | data/smiles/train.txt
 	$(RUN) -m problem3.train $(P3_FLAGS_$(call run_of,$*)) --seed $(call seed_of,$*) \
 	  --results_dir $(P3)/seeds/seed$(call seed_of,$*) $(COMMON)
-$(P3)/seeds/seed%/metrics.json: $(foreach r,$(P3_SWEEP),$(P3)/seeds/seed%/training_log_$(r).json)
+$(P3)/seeds/seed%/metrics.json: $(foreach r,$(P3_SWEEP) $(P3_MAIN),\
+                                  $(P3)/seeds/seed%/training_log_$(r).json)
 	$(RUN) -m problem3.evaluate --results_dir $(@D) $(COMMON)
 
 # Problem 3's long run at 10,000 samples (uniqueness among 10,000 samples). The weights are not

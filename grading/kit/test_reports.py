@@ -204,6 +204,16 @@ def p3_quotes() -> list[str]:
                       f"at 1e-2, against {fmt(late_ratio('pre', 0.01))} for pre-LN")
         at_50 = next(r for r in runs[("post", 0.01)]["records"] if r["step"] == 50)
         quotes.append(f"(batch loss {fmt(at_50['loss'], 3)} at step 50 in")
+        clipped = [r["step"] for r in runs[("post", 0.001)]["records"]
+                   if r["total_grad_norm"] > 1.0]
+        quotes.append(f"above 1.0 only at step {clipped[0]} and step {clipped[1]};")
+        assert len(clipped) == 2, clipped
+    norms = [point["total_grad_norm"] for folder in bands.seed_dirs("problem3").values()
+             for point in json.loads((folder / "training_log_post_lr0.001_w0_s1500.json")
+                                     .read_text())["log"]]
+    assert max(norms) < 1.0, "a post-LN 1e-3 run without warmup was clipped at a logged step"
+    quotes.append(f"1.0 at every one of the {len(norms)} logged steps (every 50th, at most "
+                  f"{fmt(max(norms), 2)})")
     first_val = log("problem3", "post_lr0.01_w0_s1500")["val"][0]
     quotes.append(f"{fmt(first_val['val_loss'], 3)} at step {first_val['step']} is below both")
     seeds_w500 = band["post_lr0.03_w500"]["final_val_loss"]
