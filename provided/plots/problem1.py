@@ -11,7 +11,7 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import numpy as np
 
-from provided.plots.style import legend_below, read_bands, save_figure
+from provided.plots.style import legend_below, range_bar, read_bands, save_figure, seed_range
 from provided.results import read_json
 
 ORDERS = ("forward", "reversed")
@@ -62,20 +62,6 @@ def validation_curves(logs: dict, out_dir: Path):
            ylim=(-0.02, 1.02))
     legend_below(ax, ncol=3)  # below the axes: it hides no curve
     return save_figure(fig, out_dir, "val_exact_match")
-
-
-def seed_range(bands: dict, run: str, quantity: str):
-    """(min, max, n seeds) of a quantity in reference_bands.json, or None under two seeds."""
-    band = bands.get(run, {}).get(quantity)
-    return None if not band or band["n_seeds"] < 2 else (band["min"], band["max"], band["n_seeds"])
-
-
-def range_bar(ax, x: float, y: float, spread, color: str) -> None:
-    """A vertical bar over the seeds' range at (x, y), y being seed 0 (inside the range)."""
-    if spread is not None and y is not None:
-        low, high, _ = spread
-        ax.errorbar([x], [y], yerr=[[max(y - low, 0)], [max(high - y, 0)]], fmt="none",
-                    ecolor=color, elinewidth=1.2, capsize=4, alpha=0.8)
 
 
 def test_vs_train_size(metrics: dict, names: dict, out_dir: Path, bands: dict | None = None):

@@ -12,7 +12,7 @@ from matplotlib.colors import ListedColormap, TwoSlopeNorm
 from matplotlib.lines import Line2D
 from matplotlib.ticker import FixedLocator, NullFormatter, NullLocator
 
-from provided.plots.style import legend_right, read_bands, save_figure
+from provided.plots.style import legend_right, range_bar, read_bands, save_figure, seed_range
 from provided.results import read_json
 
 THRESHOLD = 2.0
@@ -176,7 +176,10 @@ VALIDITY_SERIES = [  # (key, label, style): distinct markers and lines, nudged a
 ]
 
 
-def validity_curve(main: dict, out_dir: Path) -> Path:
+def validity_curve(main: dict, out_dir: Path, bands: dict | None = None) -> Path:
+    """The four rates at every checkpoint of the long run (seed 0); where reference_bands.json
+    holds the run with several seeds ("main"), a bar at the last checkpoint spans their range."""
+    bands = bands or {}
     rows = main["by_step"]
     steps = np.array([r["step"] for r in rows], dtype=float)
     nudge = 0.012 * (steps.max() - steps.min() or 1.0)
@@ -187,6 +190,8 @@ def validity_curve(main: dict, out_dir: Path) -> Path:
         for a in (ax, zoom):
             a.plot(steps + (i - 1.5) * nudge, values, label=label, linewidth=1.5,
                    **{"markersize": 7, **style})
+            range_bar(a, steps[-1] + (i - 1.5) * nudge, values[-1],
+                      seed_range(bands, "main", key), style["color"])
     count = rows[0].get("num_samples", 1000)
     ax.set_xlabel("training step")
     ax.set_ylabel(f"fraction (of {count:,} samples at T = 1,\nof the valid, or of the unique)")
@@ -194,6 +199,8 @@ def validity_curve(main: dict, out_dir: Path) -> Path:
     ax.set_xticks(steps)
     ax.set_title(f"All four rates ({main['run']})")
     high = [r[key] for r in rows for key in ("uniqueness", "novelty") if r[key] is not None]
+    high += [seed_range(bands, "main", key)[0] for key in ("uniqueness", "novelty")
+             if seed_range(bands, "main", key)]
     low = min(high, default=0.99)
     zoom.set_ylim(min(low - 0.004, 0.99), 1.0015)
     zoom.set_xticks(steps)
@@ -202,8 +209,11 @@ def validity_curve(main: dict, out_dir: Path) -> Path:
     zoom.set_title("Zoom on uniqueness and novelty")
     zoom.yaxis.set_major_formatter(lambda y, _: f"{y:.3f}")
     legend_right(zoom, fontsize=9)
+    spread = seed_range(bands, "main", "validity")
     fig.suptitle(f"Sample quality over training, seed 0: {count:,} samples at T = 1 per "
-                 "checkpoint (markers nudged apart in x)")
+                 "checkpoint (markers nudged apart in x)"
+                 + (f"\nbars at step {steps[-1]:.0f}: range over {spread[2]} seeds" if spread
+                    else ""))
     return save_figure(fig, out_dir, "validity_curve")
 
 
@@ -315,7 +325,7 @@ def make_figures(results_dir: Path, out_dir: Path) -> list[Path]:
         paths.append(sweep_grid(metrics["sweep"], out_dir, read_bands(results_dir)))
     main = metrics.get("main")
     if main:
-        paths.append(validity_curve(main, out_dir))
+        paths.append(validity_curve(main, out_dir, read_bands(results_dir)))
         paths.append(breakdown(main["by_length"], "sample length (tokens)",
                                f"Outcomes by length, {main['run']} (seed 0), T = 1", out_dir,
                                "by_length"))

@@ -29,6 +29,20 @@ def read_bands(results_dir: Path) -> dict:
     return read_json(path) if path.exists() else {}
 
 
+def seed_range(bands: dict, run: str, quantity: str):
+    """(min, max, n seeds) of a quantity in reference_bands.json, or None under two seeds."""
+    band = bands.get(run, {}).get(quantity)
+    return None if not band or band["n_seeds"] < 2 else (band["min"], band["max"], band["n_seeds"])
+
+
+def range_bar(ax, x: float, y: float, spread, color: str) -> None:
+    """A vertical bar over the seeds' range at (x, y), y being seed 0 (inside the range)."""
+    if spread is not None and y is not None:
+        low, high, _ = spread
+        ax.errorbar([x], [y], yerr=[[max(y - low, 0)], [max(high - y, 0)]], fmt="none",
+                    ecolor=color, elinewidth=1.2, capsize=4, alpha=0.8)
+
+
 def legend_below(ax, ncol: int = 3, **kwargs):
     """The axes' legend outside and below them (under the x label), so that it hides no
     curve; save_figure's tight bounding box keeps it in the PNG."""
