@@ -226,12 +226,131 @@ def p3_by_span(m: dict, bands: dict) -> str:
 def p3_by_temperature(m: dict, bands: dict) -> str:
     rows = []
     for e in m["main"]["by_temperature"]:
-        per_1000 = (Decimal(repr(e["validity"])) * Decimal(repr(e["uniqueness"]))
-                    * Decimal(repr(e["novelty"])) * 1000)
         rows.append([repr(e["temperature"]), fmt(e["well_formed"], 3), fmt(e["validity"], 3),
-                     fmt(e["uniqueness"], 3), fmt(e["novelty"], 3), str(int(per_1000))])
+                     fmt(e["uniqueness"], 3), fmt(e["novelty"], 3),
+                     str(novel_valid_per_1000(e))])
     return table(["T", "well-formed", "valid", "unique (of valid)", "novel (of unique)",
                   "novel valid molecules per 1,000 samples"], rows, "rrrrrr")
+
+
+def main_by_seed() -> dict[int, dict]:
+    """{seed: the 'main' entry of that seed's metrics.json} for every seed folder whose
+    metrics.json has evaluated the long run."""
+    found = {}
+    for seed, folder in seed_dirs("problem3").items():
+        path = folder / "metrics.json"
+        main = read_json(path).get("main") if path.exists() else None
+        if main is not None:
+            found[seed] = main
+    return found
+
+
+def count_of(mains: dict, holds) -> str:
+    """'k of n seeds' for which holds(main) is true."""
+    return f"{sum(bool(holds(main)) for main in mains.values())} of {len(mains)} seeds"
+
+
+def rises(values: list[float]) -> bool:
+    return all(b > a for a, b in zip(values, values[1:]))
+
+
+def p3_main_seeds(m: dict, bands: dict) -> str:
+    """The long run of every seed that has one: validation loss, well-formed and valid at
+    each checkpoint, uniqueness and novelty of the final model, and how many seeds share
+    seed 0's shape."""
+    mains = main_by_seed()
+    folders = seed_dirs("problem3")
+    rows = []
+    for seed, main in mains.items():
+        log = read_json(folders[seed] / f"training_log_{main['run']}.json")
+        val = {point["step"]: point["val_loss"] for point in log["val"]}
+        steps = main["by_step"]
+        rows.append([str(seed), f"{fmt(val.get(steps[0]['step']), 3)} → "
+                     f"{fmt(val.get(steps[-1]['step']), 3)}",
+                     " → ".join(fmt(e["well_formed"], 3) for e in steps),
+                     " → ".join(fmt(e["validity"], 3) for e in steps),
+                     fmt(steps[-1]["uniqueness"], 3), fmt(steps[-1]["novelty"], 3)])
+    steps = "/".join(str(e["step"]) for e in m["main"]["by_step"])
+    text = table(["seed", "validation loss", f"well-formed at {steps}",
+                  f"valid at {steps}", "unique", "novel"], rows, "lrrrrr")
+
+    def gap_falls(main):
+        gaps = [e["well_formed"] - e["validity"] for e in main["by_step"]]
+        return gaps[-1] < gaps[0]
+    return (text + f"\n\nThe long run of each seed (1,000 samples at T = 1 per checkpoint; "
+            f"unique and novel of the final model). Validity rises at every checkpoint in "
+            f"{count_of(mains, lambda e: rises([x['validity'] for x in e['by_step']]))}, "
+            f"well-formedness in "
+            f"{count_of(mains, lambda e: rises([x['well_formed'] for x in e['by_step']]))}; "
+            f"the well-formed-but-invalid fraction is lower at the last checkpoint than at "
+            f"the first in {count_of(mains, gap_falls)}.")
+
+
+def p3_outcomes_seeds(m: dict, bands: dict) -> str:
+    """Per seed: the final model's outcomes at T = 1 and why RDKit rejects well-formed
+    samples."""
+    mains = main_by_seed()
+    reasons = sorted({r for main in mains.values() for r in main["well_formed_invalid_reasons"]},
+                     key=lambda r: -sum(main["well_formed_invalid_reasons"].get(r, 0)
+                                        for main in mains.values()))
+    rows = [[str(seed), *(fmt(main["outcomes"][o], 3) for o in
+                          ("valid", "well_formed_invalid", "ill_formed")),
+             *(str(main["well_formed_invalid_reasons"].get(r, 0)) for r in reasons)]
+            for seed, main in mains.items()]
+    return (table(["seed", "valid", "well-formed, invalid", "ill-formed",
+                   *[f"{r} (count)" for r in reasons]], rows, "l" + "r" * (3 + len(reasons)))
+            + "\n\nThe final model of each seed, 1,000 samples at T = 1 (`main.outcomes`, "
+            "`main.well_formed_invalid_reasons`).")
+
+
+def p3_bins_seeds(m: dict, bands: dict) -> str:
+    """Per seed: the valid fraction in each length bin and each ring-span bin."""
+    mains = main_by_seed()
+    lines = []
+    for key, what in (("by_length", "length (tokens)"),
+                      ("by_span", "longest closed ring span (tokens)")):
+        bins = [e["bin"] for e in m["main"][key]]
+        rows = [[str(seed), *(f"{fmt(e['valid'], 2)} ({e['count']})" for e in main[key])]
+                for seed, main in mains.items()]
+        lines.append(table([f"seed: valid (n) by {what}",
+                            *[b.replace("-", DASH) for b in bins]], rows, "l" + "r" * len(bins)))
+
+    def falls(main, key):
+        valid = [e["valid"] for e in main[key] if e["count"]]
+        return valid[-1] < valid[0]
+    return ("\n\n".join(lines) + "\n\nThe last bin is less often valid than the first in "
+            f"{count_of(mains, lambda e: falls(e, 'by_length'))} by length and "
+            f"{count_of(mains, lambda e: falls(e, 'by_span'))} by ring span.")
+
+
+def novel_valid_per_1000(entry: dict) -> int:
+    """valid x unique x novel x 1,000, rounded down (exact in decimal)."""
+    return int(Decimal(repr(entry["validity"])) * Decimal(repr(entry["uniqueness"]))
+               * Decimal(repr(entry["novelty"])) * 1000)
+
+
+def p3_temperature_seeds(m: dict, bands: dict) -> str:
+    """Per seed: validity, novelty and novel valid molecules per 1,000 samples at each
+    temperature, and at which temperature the last is largest."""
+    mains = main_by_seed()
+    temps = [e["temperature"] for e in m["main"]["by_temperature"]]
+    rows = [[str(seed), *(" / ".join(f(e) for e in main["by_temperature"]) for f in
+                          (lambda e: fmt(e["validity"], 3), lambda e: fmt(e["novelty"], 3),
+                           lambda e: str(novel_valid_per_1000(e))))]
+            for seed, main in mains.items()]
+    at = " / ".join(repr(t) for t in temps)
+
+    def best(main):
+        return max(main["by_temperature"], key=novel_valid_per_1000)["temperature"]
+
+    def direction(main):
+        valid = [e["validity"] for e in main["by_temperature"]]
+        return all(b < a for a, b in zip(valid, valid[1:]))
+    return (table(["seed", f"valid at T = {at}", f"novel at T = {at}",
+                   f"novel valid per 1,000 at T = {at}"], rows, "lrrr")
+            + f"\n\nValidity falls as T rises in {count_of(mains, direction)}; T = {temps[0]!r} "
+            f"gives the most novel valid molecules per sample in "
+            f"{count_of(mains, lambda e: best(e) == temps[0])}.")
 
 
 MECHANISM_STEPS = (1, 10, 50, 100, 200)
@@ -267,4 +386,6 @@ TABLES = {"p3_seeds": p3_seeds, "p3_sweep": p3_sweep, "p3_largest_lr": p3_larges
           "p3_samples10k": p3_samples10k, "p3_mechanism": p3_mechanism,
           "p3_by_step": p3_by_step,
           "p3_by_length": p3_by_length, "p3_by_span": p3_by_span,
-          "p3_by_temperature": p3_by_temperature}
+          "p3_by_temperature": p3_by_temperature, "p3_main_seeds": p3_main_seeds,
+          "p3_outcomes_seeds": p3_outcomes_seeds, "p3_bins_seeds": p3_bins_seeds,
+          "p3_temperature_seeds": p3_temperature_seeds}
