@@ -9,7 +9,8 @@ healthy setting (lr 1e-3, no warmup), it trains the first 200 steps exactly as t
     update_ratio   per block, ||W_after - W_before|| / ||W_before|| over the block's weight
                    matrices: how far one Adam step moves the layer, relative to its size
     ln_input_rms   per block and LayerNorm (ln1, ln2), the root-mean-square of the LayerNorm's
-                   input: in post-LN it is the residual stream itself, in pre-LN a copy of it
+                   input: in post-LN the sum x + F(x) that it normalizes into the next
+                   stream, in pre-LN the residual stream x itself (read, not changed)
     residual_rms   per block, the RMS of the block's output (the residual stream)
     head_grad_norm, total_grad_norm, loss   as in the training log
 

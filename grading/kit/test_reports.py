@@ -214,6 +214,14 @@ def p3_quotes() -> list[str]:
     assert max(norms) < 1.0, "a post-LN 1e-3 run without warmup was clipped at a logged step"
     quotes.append(f"1.0 at every one of the {len(norms)} logged steps (every 50th, at most "
                   f"{fmt(max(norms), 2)})")
+    pairs = []  # (mean with warmup > mean without) per seed and configuration
+    for folder in bands.seed_dirs("problem3").values():
+        means = {path.name[len("training_log_"):-len("_s1500.json")]: statistics.fmean(
+            p["head_grad_norm"] for p in json.loads(path.read_text())["log"]
+            if p["step"] in (50, 100)) for path in folder.glob("training_log_*_s1500.json")}
+        pairs += [means[cell] > means[cell.replace("_w500", "_w0")]
+                  for cell in means if cell.endswith("_w500")]
+    quotes.append(f"over seeds it holds in {sum(pairs)} of {len(pairs)} pairs")
     first_val = log("problem3", "post_lr0.01_w0_s1500")["val"][0]
     quotes.append(f"{fmt(first_val['val_loss'], 3)} at step {first_val['step']} is below both")
     seeds_w500 = band["post_lr0.03_w500"]["final_val_loss"]
