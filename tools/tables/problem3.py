@@ -87,8 +87,9 @@ def p3_largest_lr(m: dict, bands: dict) -> str:
         if count is not None:
             counts.append(f"{norm}, lr {lr_text(lr)}, warmup {warmup}: {count}")
     if counts:
+        rest = "" if len(counts) == len(cells) else " Every other cell is seed 0 alone."
         text += ("\n\nSeed counts of the seeded cells (`results/reference_bands.json`): "
-                 + "; ".join(counts) + ". Every other cell is seed 0 alone.")
+                 + "; ".join(counts) + "." + rest)
     else:
         text += ("\n\nSeeds: none beyond seed 0 yet, so each verdict, and with it each entry "
                  "of this table, rests on one training run.")
