@@ -41,7 +41,7 @@ def test_every_graded_band_rests_on_five_seeds_and_rejects_something():
 
 def test_leave_one_seed_out():
     """Each seed's value against the band of the other seeds, over every graded band: at
-    least 95% are accepted (measured: 385 of 400, 96.3%, with the seeds of this writing)."""
+    least 95% are accepted (measured: 405 of 420, 96.4%, with the seeds of this writing)."""
     inside, total, outside = 0, 0, []
     for problem in PROBLEMS:
         per_seed = {seed: bands.QUANTITIES[problem](folder)

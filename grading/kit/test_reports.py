@@ -222,6 +222,14 @@ def p3_quotes() -> list[str]:
         pairs += [means[cell] > means[cell.replace("_w500", "_w0")]
                   for cell in means if cell.endswith("_w500")]
     quotes.append(f"over seeds it holds in {sum(pairs)} of {len(pairs)} pairs")
+    from tools.tables.problem3 import main_by_seed
+    mains = main_by_seed()
+    if len(mains) > 1:
+        finals = [m["by_step"][-1] for m in mains.values()]
+        kekule = [m["well_formed_invalid_reasons"]["kekulization"] for m in mains.values()]
+        quotes += [f"validity {fmt(min(f['validity'] for f in finals), 3)}-"
+                   f"{fmt(max(f['validity'] for f in finals), 3)}, uniqueness",
+                   f"all five seeds, {min(kekule)}-{max(kekule)} of 1,000"]
     first_val = log("problem3", "post_lr0.01_w0_s1500")["val"][0]
     quotes.append(f"{fmt(first_val['val_loss'], 3)} at step {first_val['step']} is below both")
     seeds_w500 = band["post_lr0.03_w500"]["final_val_loss"]
