@@ -149,7 +149,7 @@ P3_SEED_LOGS := $(call seed_logs,$(P3),$(P3_SWEEP))
 # cells of five seeds rather than whole seeds of some cells
 P3_SEED_LOGS_BY_CELL := $(foreach r,$(P3_SWEEP),$(foreach s,$(SEEDS),\
                         $(P3)/seeds/seed$(s)/training_log_$(r).json))
-# then the 4,000-step run at seeds 1-4 (35-43 min each)
+# then the 4,000-step run at seeds 1-4 (35-50 min each)
 P3_MAIN_SEED_LOGS := $(SEEDS:%=$(P3)/seeds/seed%/training_log_$(P3_MAIN).json)
 
 seeds-problem1: $(SEEDS:%=$(P1)/seeds/seed%/metrics.json)
