@@ -49,7 +49,6 @@ Runs on the CPU (about 25 s for the ten models), whatever --device says.
 Instructors only (tools/): evidence for the report, not part of the homework.
 """
 
-
 import torch
 import torch.nn.functional as F
 

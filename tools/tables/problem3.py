@@ -265,12 +265,12 @@ def p3_main_seeds(m: dict, bands: dict) -> str:
     for seed, main in mains.items():
         log = read_json(folders[seed] / f"training_log_{main['run']}.json")
         val = {point["step"]: point["val_loss"] for point in log["val"]}
-        steps = main["by_step"]
-        rows.append([str(seed), f"{fmt(val.get(steps[0]['step']), 3)} → "
-                     f"{fmt(val.get(steps[-1]['step']), 3)}",
-                     " → ".join(fmt(e["well_formed"], 3) for e in steps),
-                     " → ".join(fmt(e["validity"], 3) for e in steps),
-                     fmt(steps[-1]["uniqueness"], 3), fmt(steps[-1]["novelty"], 3)])
+        by_step = main["by_step"]
+        rows.append([str(seed), f"{fmt(val.get(by_step[0]['step']), 3)} → "
+                     f"{fmt(val.get(by_step[-1]['step']), 3)}",
+                     " → ".join(fmt(e["well_formed"], 3) for e in by_step),
+                     " → ".join(fmt(e["validity"], 3) for e in by_step),
+                     fmt(by_step[-1]["uniqueness"], 3), fmt(by_step[-1]["novelty"], 3)])
     steps = "/".join(str(e["step"]) for e in m["main"]["by_step"])
     text = table(["seed", "validation loss", f"well-formed at {steps}",
                   f"valid at {steps}", "unique", "novel"], rows, "lrrrrr")
