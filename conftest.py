@@ -22,6 +22,16 @@ KIT_FOLDER = "grading/kit/"
 # END INSTRUCTORS
 
 
+@pytest.fixture(autouse=True)
+def submission_seam():
+    """Every test reaches the code it grades through tests/seam.py, in a session of its own
+    (set up before, and closed after, every other fixture of the test)."""
+    from tests import seam
+
+    with seam.session():
+        yield
+
+
 def pytest_configure(config):
     """One torch thread per test process. The tests run tiny models, which a second thread
     does not speed up, while on a busy machine (or with the grader's parts run side by side)

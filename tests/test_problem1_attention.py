@@ -4,9 +4,14 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from problem1.attention import MultiHeadAttention, causal_mask, scaled_dot_product_attention
+from tests.seam import remote_isinstance, submission
 
 pytestmark = pytest.mark.p1b
+
+attention = submission("problem1.attention")
+MultiHeadAttention = attention.MultiHeadAttention
+causal_mask = attention.causal_mask
+scaled_dot_product_attention = attention.scaled_dot_product_attention
 
 
 @pytest.fixture
@@ -76,7 +81,7 @@ def test_sdpa_scales_by_sqrt_dk():
     torch.testing.assert_close(weights[0, 0, 0, 0], expected)
 
 
-def copy_into_torch(mha: MultiHeadAttention, d_model: int, h: int):
+def copy_into_torch(mha, d_model: int, h: int):
     ref = torch.nn.MultiheadAttention(d_model, h, batch_first=True)
     with torch.no_grad():
         ref.in_proj_weight.copy_(torch.cat([mha.W_q.weight, mha.W_k.weight, mha.W_v.weight]))
@@ -91,7 +96,7 @@ def test_mha_matches_torch_multihead_attention(masked):
     torch.manual_seed(0)
     mha = MultiHeadAttention(16, 4)
     for name in ("W_q", "W_k", "W_v", "W_o"):
-        assert isinstance(getattr(mha, name), torch.nn.Linear), (
+        assert remote_isinstance(getattr(mha, name), "torch.nn.Linear"), (
             f"MultiHeadAttention.{name} must be an nn.Linear")
         assert getattr(mha, name).weight.shape == (16, 16), (
             f"MultiHeadAttention.{name} must map d_model to d_model")
@@ -120,18 +125,18 @@ def test_head_column_layout():
     d_model, h = 8, 4
     d_k = d_model // h
     mha = MultiHeadAttention(d_model, h)
-    with torch.no_grad():
-        for name in ("W_v", "W_o"):  # identity value and output projections
-            getattr(mha, name).weight.copy_(torch.eye(d_model))
-            getattr(mha, name).bias.zero_()
+    identity = {f"{name}.{p}": torch.eye(d_model) if p == "weight" else torch.zeros(d_model)
+                for name in ("W_v", "W_o") for p in ("weight", "bias")}
+    mha.load_state_dict(identity, strict=False)  # identity value and output projections
     x = torch.randn(2, 3, d_model)
     out, weights = mha(x, x, x)
     for i in range(h):
         cols = slice(i * d_k, (i + 1) * d_k)
         torch.testing.assert_close(out[..., cols], weights[:, i] @ x[..., cols])
     # Changing the query projection of head 2's columns only changes head 2's weights.
-    with torch.no_grad():
-        mha.W_q.weight[2 * d_k:3 * d_k] += 1.0
+    w_q = mha.W_q.weight
+    w_q[2 * d_k:3 * d_k] += 1.0
+    mha.load_state_dict({"W_q.weight": w_q}, strict=False)
     _, changed = mha(x, x, x)
     for i in range(h):
         assert torch.allclose(changed[:, i], weights[:, i]) == (i != 2)
