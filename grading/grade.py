@@ -26,8 +26,8 @@ import csv
 import json
 import math
 import os
-import queue
 import shutil
+import sys
 import tempfile
 import time
 import zipfile
@@ -38,14 +38,15 @@ from pathlib import Path
 
 from grading import rubric as RUBRIC
 from grading.handout import region_functions, splice, strip_solutions
+from grading.judge import MAX_OUTPUT, run_tests
 from grading.sandbox import (
-    MAX_OUTPUT,
     Sandbox,
+    SandboxTransport,
+    Zygote,
     make_tree,
-    preload,
     remove_tree,
-    run_tests,
     sandbox_user,
+    signal_user,
 )
 from provided.common import REPO_ROOT, ArgumentParser, fail, script
 from provided.results import write_json
@@ -63,17 +64,41 @@ RUN_TESTS = 3  # a run may take as long as this many tests at their limit
 GRADER_BYTES = 500 * 2**20  # the grader's own resident memory, measured: about 470 MiB
 WORKER_BYTES = 300 * 2**20  # a worker's own pages on top of the grader's, with room to spare
 TOO_LATE = "not graded: the grading time limit was reached"
+GRADED_FOLDER = "graded_code"  # beside results.json: the submission's code as graded
 STOPPED = "not graded: the grader stopped before this test ran (time limit?)"
 
 
 # ------------------------------------------------------------------------------- the kit
 @dataclass(frozen=True)
 class Kit:
-    """What grading trusts, read before any submission code runs."""
-    files: dict  # relative path -> bytes: code, public tests, fixtures, configuration
+    """What grading trusts, read after the zygote has started (grading/sandbox.py)."""
+    files: dict  # relative path -> bytes: reference code, public tests, fixtures, configuration
     hidden: dict  # part -> {relative path: bytes}
     bands: dict  # problem -> reference_bands.json
     tests: dict  # part -> {"visible": [node ids], "hidden": [node ids]}
+
+    def handout(self) -> dict:
+        """{path: bytes} of the handout's code: every solution region raises
+        NotImplementedError."""
+        return {name: strip_solutions(self.files[name].decode(), name).encode()
+                for name in RUBRIC.REGIONS}
+
+    def judge_files(self, parts: list[str]) -> dict:
+        """The judges' tree: the tests, public and hidden, over the handout's code."""
+        hidden = {name: data for part in parts for name, data in self.hidden[part].items()}
+        return {**self.files, **self.handout(), **hidden}
+
+    def sandbox_files(self) -> dict:
+        """What every sandbox tree holds besides the submission's code: the handout's code,
+        provided/, the public test helpers and fixtures; no test, no reference solution."""
+        return {**{name: data for name, data in self.files.items()
+                   if not is_test_file(name)}, **self.handout()}
+
+
+def is_test_file(name: str) -> bool:
+    """Whether a tree file holds tests (or pytest's configuration of them)."""
+    base = name.rsplit("/", 1)[-1]
+    return base == "conftest.py" or base.startswith("test_") or name.startswith(HIDDEN_DIR)
 
 
 def read_kit(parts: list[str]) -> Kit:
@@ -81,11 +106,12 @@ def read_kit(parts: list[str]) -> Kit:
     hidden = {part: {f"{HIDDEN_DIR}/{path.name}": path.read_bytes()
                      for path in sorted((REPO_ROOT / HIDDEN_DIR).glob(f"test_hidden_{part}.py"))}
               for part in RUBRIC.PARTS}
-    return Kit(files, hidden, read_bands(), collect_tests(files, hidden, parts))
+    kit = Kit(files, hidden, read_bands(), {})
+    return Kit(files, hidden, kit.bands, collect_tests(kit, parts))
 
 
 def tree_files() -> dict:
-    """{relative path: bytes} of the repository files every run tree holds."""
+    """{relative path: bytes} of the repository files every tree is made from."""
     return {path.relative_to(REPO_ROOT).as_posix(): path.read_bytes()
             for pattern in TREE_FILES for path in sorted(REPO_ROOT.glob(pattern))
             if path.is_file() and "__pycache__" not in path.parts}
@@ -101,14 +127,13 @@ def read_bands() -> dict:
     return bands
 
 
-def collect_tests(files: dict, hidden: dict, parts: list[str]) -> dict:
+def collect_tests(kit: Kit, parts: list[str]) -> dict:
     """{part: {"visible": ids, "hidden": ids}}: each part's tests, collected (by marker)
-    in a reference tree that is run like any submission's."""
+    in a judges' tree."""
     tests = {}
     with tempfile.TemporaryDirectory(prefix="grade_collect_") as scratch:
         tree = Path(scratch)
-        all_hidden = {name: data for part in parts for name, data in hidden[part].items()}
-        make_tree(tree, {**files, **all_hidden}, Sandbox())
+        make_tree(tree, kit.judge_files(parts))
         ids = _collect_ids(tree)
     for part in parts:
         mine = [node for node, marks in ids.items() if part in marks]
@@ -153,7 +178,6 @@ def _collect_ids(tree: Path) -> dict:
         raise RuntimeError("the reference tests could not be collected")
     return json.loads(text)
 
-
 # -------------------------------------------------------------------- the submission
 def copy_submission(source: Path, out: Path) -> None:
     """The submission's regular files (no links, nothing over the size limits) under out:
@@ -183,46 +207,53 @@ def find_root(submission: Path) -> Path | None:
     return None
 
 
-def part_files(kit: Kit, root: Path | None, part: str) -> tuple[dict, str]:
-    """(the run tree's code files for part, a reason the part cannot run or ""): the
-    reference files with the submission's functions of part spliced in, plus any module of
-    its own the submission added to a problem folder (a helper file).
+def submission_code(kit: Kit, root: Path | None) -> tuple[dict, dict]:
+    """({path: bytes} of the submission's code as graded, {part: a reason its code could not
+    be taken}): each solution file is the handout's with the submission's functions spliced
+    in (grading.handout.splice), plus any module of its own the submission added to a
+    problem folder (a helper file).
 
-    The reference file is the base: of the submission's file only the part's functions come
-    along, with the imports, helper functions, classes and constants they may use that the
-    reference lacks (grading.handout.splice). So code outside the solution regions (provided
-    code the submission changed, statements at module level) is never graded or run, and a
-    function the submission lacks stays unsolved (NotImplementedError), not the reference's.
-    """
-    files = dict(kit.files)
-    problem = RUBRIC.PARTS[part][0]
-    if root is None or not (root / problem).is_dir():
-        return files, f"your submission has no {problem}/ folder"
-    for added in sorted((root / problem).glob("*.py")):
-        name = f"{problem}/{added.name}"
-        if name not in files and added.stem.isidentifier() and not (
-                added.name == "conftest.py" or added.name.startswith("test_")):
-            files[name] = added.read_bytes()
+    Only the solution functions come along from a submission's file, with the imports,
+    functions, classes and literal constants they may use that the handout lacks. So code
+    outside the solution regions (provided code the submission changed, statements at
+    module level) is never graded or run, and a function the submission lacks stays
+    unsolved (NotImplementedError)."""
+    handout, code, reasons = kit.handout(), {}, {}
     for name, functions in RUBRIC.REGIONS.items():
-        mine = [f for f, p in functions.items() if p == part]
-        if not mine:
+        problem = name.split("/")[0]
+        parts = sorted(set(functions.values()))
+        submitted = root / name if root is not None else None
+        if root is None or not (root / problem).is_dir():
+            reasons.update(dict.fromkeys(parts, f"your submission has no {problem}/ folder"))
             continue
-        submitted = root / name
         if not submitted.is_file():
-            return files, f"your submission has no {name}"
+            reasons.update(dict.fromkeys(parts, f"your submission has no {name}"))
+            continue
         try:
             student = submitted.read_text()
             compile(student, name, "exec")
         except SyntaxError as err:
-            return files, f"{name}, line {err.lineno}: {err.msg} (the file does not compile)"
-        except (UnicodeDecodeError, ValueError) as err:
-            return files, f"{name} cannot be read as Python source: {err}"
-        reference = kit.files[name].decode()
-        others = [f for f in region_functions(reference) if f not in mine]
-        unsolved = splice(strip_solutions(reference), reference, others)  # mine stripped
-        files[name] = splice(unsolved, student, mine).encode()
-    return files, ""
-
+            reasons.update(dict.fromkeys(parts, f"{name}, line {err.lineno}: {err.msg} (the "
+                                                "file does not compile)"))
+            continue
+        except (UnicodeDecodeError, ValueError, RecursionError, MemoryError) as err:
+            reasons.update(dict.fromkeys(parts, f"{name} cannot be read as Python source: "
+                                                f"{type(err).__name__}"))
+            continue
+        try:
+            code[name] = splice(handout[name].decode(), student,
+                                region_functions(kit.files[name].decode())).encode()
+        except (SyntaxError, ValueError, RecursionError, MemoryError) as err:
+            reasons.update(dict.fromkeys(parts, f"{name}: its functions could not be taken "
+                                                f"({type(err).__name__}: {err})"[:300]))
+    for folder in sorted({name.split("/")[0] for name in RUBRIC.REGIONS}):
+        if root is None:
+            break
+        for added in sorted((root / folder).glob("*.py")):
+            name = f"{folder}/{added.name}"
+            if name not in kit.files and added.stem.isidentifier() and not is_test_file(name):
+                code[name] = added.read_bytes()
+    return code, reasons
 
 # --------------------------------------------------------------------------- grading
 @dataclass
@@ -235,28 +266,17 @@ class Budget:
         return self.deadline - time.monotonic()
 
 
-def grade_part(kit: Kit, root: Path | None, part: str, which: str, scratch: Path,
-               sandbox: Sandbox, budget: Budget) -> list[dict]:
-    """The test entries of one part's public ("visible") or hidden tests."""
-    files, reason = part_files(kit, root, part)
-    if reason or budget.left() <= 0:
-        return part_entries(kit, part, which, {}, reason or TOO_LATE)
-    tree = scratch / f"{part}-{which}"
-    make_tree(tree, {**files, **(kit.hidden[part] if which == "hidden" else {})}, sandbox)
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tree),
-           "TMPDIR": str(tree / "tmp"), "MPLBACKEND": "Agg", "MPLCONFIGDIR": str(tree / "tmp"),
-           "OMP_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1", "LANG": "C.UTF-8"}
-    run_seconds = RUN_TESTS * budget.test_seconds
-    too_late = (TOO_LATE if budget.left() <= run_seconds else
-                f"not graded: this part's tests ran over their time limit of {run_seconds:.0f} s")
-    try:
-        run_deadline = min(budget.deadline, time.monotonic() + run_seconds)
-        result = run_tests(tree, kit.tests[part][which], sandbox, env, str(REPO_ROOT),
-                           budget.test_seconds, run_deadline, too_late)
-    finally:
-        remove_tree(tree)
-    return part_entries(kit, part, which, result.outcomes, result.unreached)
+@dataclass
+class Grader:
+    """What grading needs, ready before any submission is read: the kit, one sandbox user
+    per job, the zygote the sandboxes are forked from, one test's time limit."""
+    kit: Kit
+    sandboxes: list
+    zygote: Zygote
+    test_seconds: float
 
+    def close(self) -> None:
+        self.zygote.close()
 
 def part_entries(kit: Kit, part: str, which: str, outcomes: dict, reason: str) -> list[dict]:
     """Gradescope test entries of a part's public ("visible") or hidden tests, from
@@ -384,11 +404,13 @@ def results_json(entries: list[dict], start: float, note: str = "") -> dict:
             "tests": entries}
 
 
-def grade(submission: Path, kit: Kit, parts: list[str], out: Path | None,
-          sandboxes: list[Sandbox], budget: Budget) -> dict:
+def grade(submission: Path, grader: Grader, parts: list[str], out: Path | None,
+          budget: Budget) -> dict:
     """Gradescope's results.json for one submission folder, written to out (if given)
-    before grading and after every part, so that a stopped grader still leaves one. Parts
-    run side by side, one per sandbox user."""
+    before grading and after every test, so that a stopped grader still leaves one; the
+    code as graded is kept beside it (GRADED_FOLDER). The tests run in judges, one per
+    sandbox user, side by side: every public test before any hidden one."""
+    kit = grader.kit
     start = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="grade_") as scratch:
         scratch = Path(scratch)
@@ -397,40 +419,74 @@ def grade(submission: Path, kit: Kit, parts: list[str], out: Path | None,
         copy.mkdir(mode=0o700)
         copy_submission(submission, copy)
         root = find_root(copy)
-        graded = {(part, which): part_entries(kit, part, which, {}, STOPPED)
-                  for which in ("visible", "hidden") for part in parts}
+        code, reasons = submission_code(kit, root)
+        template = scratch / "sandbox"
+        make_tree(template, {**kit.sandbox_files(), **code})
+        judge_tree = scratch / "judge"
+        make_tree(judge_tree, kit.judge_files(parts))
+        if out is not None:
+            keep_graded_code(out, code)
+        nodes = {(part, which): kit.tests[part][which] for part in parts
+                 for which in ("visible", "hidden")}
+        outcomes = {}
         results = grade_results(kit, root)
         note = "" if root is not None else (
             "Your submission holds no problem1/, problem2/ or problem3/ folder: nothing could "
             "be graded. Submit the repository's folder (or its contents).")
 
-        def entries() -> list[dict]:
+        def entries(unreached: dict) -> list[dict]:
             return [e for part in parts for which in ("visible", "hidden")
-                    for e in graded[(part, which)]] + results
+                    for e in part_entries(kit, part, which, outcomes,
+                                          reasons.get(part) or unreached.get(part, STOPPED))
+                    ] + results
 
         def save() -> None:
             if out is not None:
-                write_json(out, results_json(entries(), start, note))
-
-        free = queue.SimpleQueue()
-        for sandbox in sandboxes:
-            free.put(sandbox)
-
-        def one(part: str, which: str) -> list[dict]:
-            sandbox = free.get()
-            try:
-                return grade_part(kit, root, part, which, scratch, sandbox, budget)
-            finally:
-                free.put(sandbox)
+                write_json(out, results_json(entries({}), start, note))
         save()
-        with ThreadPoolExecutor(max_workers=len(sandboxes)) as pool:
-            for which in ("visible", "hidden"):  # every public run before any hidden one
-                runs = {pool.submit(one, part, which): part for part in parts}
-                for done in as_completed(runs):
-                    graded[(runs[done], which)] = done.result()
-                    save()
-    return results_json(entries(), start, note)
+        runnable = [node for (part, which), ids in sorted(
+            nodes.items(), key=lambda item: item[0][1] == "hidden") if part not in reasons
+            for node in ids]
+        shares = [runnable[i::len(grader.sandboxes)] for i in range(len(grader.sandboxes))]
+        unreached = {}
 
+        def one(index: int) -> None:
+            sandbox = grader.sandboxes[index]
+            work = scratch / f"work{index}"
+            work.mkdir(mode=0o711)
+            basetemp = work / "pytest"
+
+            def transport():
+                return SandboxTransport(grader.zygote, sandbox, template, work, basetemp)
+
+            def on_outcome(node, passed, output):
+                outcomes[node] = (passed, output)
+                save()
+            result = run_tests(judge_tree, shares[index], transport, basetemp, str(REPO_ROOT),
+                               budget.test_seconds, budget.deadline, TOO_LATE, on_outcome)
+            if sandbox.sealed:
+                signal_user(sandbox.uid, 9)
+            for part in parts:
+                if any(n in shares[index] and n not in outcomes
+                       for n in kit.tests[part]["visible"] + kit.tests[part]["hidden"]):
+                    unreached[part] = result.unreached or STOPPED
+        with ThreadPoolExecutor(max_workers=len(grader.sandboxes)) as pool:
+            for future in as_completed([pool.submit(one, i) for i in range(len(shares))]):
+                future.result()
+        final = results_json(entries(unreached), start, note)
+        if out is not None:
+            write_json(out, final)
+    return final
+
+
+def keep_graded_code(out: Path, code: dict) -> None:
+    """The submission's code exactly as graded, beside the results file (GRADED_FOLDER)."""
+    folder = out.parent / GRADED_FOLDER
+    remove_tree(folder)
+    for name, data in code.items():
+        path = folder / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
 
 # ------------------------------------------------------------------------ autograder
 SETUP_SH = """#!/usr/bin/env bash
@@ -557,34 +613,52 @@ def memory_limit() -> int:
 
 @contextmanager
 def hidden_from_sandbox(sandboxes: list[Sandbox]):
-    """While grading, the folders that hold hidden test text (grading/, .git, build/) are
-    closed to every user but their owner, if the sandbox user could otherwise read them."""
+    """While grading, the repository is closed to every user but its owner: its top-level
+    entries lose their group and other permissions (the folders of this Python's own
+    environment, which the sandbox user must import from, excepted) and the root keeps
+    only traversal, so that no sandbox can read a reference solution, a hidden test or a
+    band. Restored afterwards."""
     changed = []
     if sandboxes[0].sealed:
-        for name in ("grading", ".git", "build"):
-            path = REPO_ROOT / name
-            if path.is_dir() and path.stat().st_mode & 0o077:
-                changed.append((path, path.stat().st_mode & 0o7777))
-                path.chmod(changed[-1][1] & 0o700)
+        python = {Path(p).resolve() for p in {sys.prefix, sys.base_prefix}}
+        keep = {folder for p in python for folder in [p, *p.parents]}
+        for path in sorted(REPO_ROOT.iterdir()):
+            mode = path.lstat().st_mode
+            if path.resolve() in keep or path.is_symlink() or not mode & 0o077:
+                continue
+            changed.append((path, mode & 0o7777))
+            path.chmod(mode & 0o700)
+        mode = REPO_ROOT.stat().st_mode & 0o7777
+        if mode & 0o066:
+            changed.append((REPO_ROOT, mode))
+            REPO_ROOT.chmod(mode & 0o711)
     try:
         yield
     finally:
-        for path, mode in changed:
+        for path, mode in reversed(changed):
             path.chmod(mode)
 
 
 # ------------------------------------------------------------------------------- main
-def setup(parts: list[str], jobs: int | None = None) -> tuple[Kit, list[Sandbox], float]:
-    """(the kit, one sandbox user per job, one test's time limit in seconds): what grading
-    needs, ready before any submission code runs. jobs defaults to what the CPU quota and
-    the memory allow."""
+def setup(parts: list[str], jobs: int | None = None, scratch: Path | None = None) -> Grader:
+    """What grading needs, ready before any submission is read: the zygote first (a fresh
+    interpreter, so no sandbox ever holds what the grader reads next), then the kit. jobs
+    defaults to what the CPU quota and the memory allow."""
     jobs = jobs or default_jobs()
     sandboxes = [sandbox_user() for _ in range(jobs)]
     if not sandboxes[0].sealed:
         print("note: not running as root, so submissions run as your own user, unsealed; "
               "grade untrusted submissions as root or on Gradescope", flush=True)
-    preload()
-    return read_kit(parts), sandboxes, TEST_CPU_S / min(1.0, cpu_quota() / jobs)
+    folder = Path(tempfile.mkdtemp(prefix="grade_zygote_", dir=scratch))
+    zygote = Zygote(folder)
+    print(f"sandbox isolation: {zygote.isolation}", flush=True)
+    import hypothesis  # noqa: F401  (what the judges use, imported once for all of them)
+    import pytest  # noqa: F401
+    import torch
+
+    torch.set_num_threads(1)
+    test_seconds = TEST_CPU_S / min(1.0, cpu_quota() / jobs)
+    return Grader(read_kit(parts), sandboxes, zygote, test_seconds)
 
 
 def default_jobs() -> int:
@@ -646,30 +720,36 @@ def main(argv=None) -> int:
     output = args.csv if args.csv is not None else args.out
     check_output_path(output, "--csv" if args.csv is not None else "--out")
     start = time.monotonic()
-    kit, sandboxes, test_seconds = setup(parts, args.jobs)
-    test_seconds = args.test_seconds or test_seconds
-    with hidden_from_sandbox(sandboxes):
-        if args.csv is not None:
-            return grade_folder(args.submission, args.csv, kit, parts, sandboxes,
-                                args.deadline, test_seconds)
-        budget = Budget(start + args.deadline, test_seconds)
-        results = grade(args.submission, kit, parts, args.out, sandboxes, budget)
-    write_json(args.out, results)
+    grader = setup(parts, args.jobs)
+    if args.test_seconds:
+        grader.test_seconds = args.test_seconds
+    try:
+        with hidden_from_sandbox(grader.sandboxes):
+            if args.csv is not None:
+                return grade_folder(args.submission, args.csv, grader, parts, args.deadline)
+            budget = Budget(start + args.deadline, grader.test_seconds)
+            results = grade(args.submission, grader, parts, args.out, budget)
+    finally:
+        grader.close()
     print(results["output"])
     print(f"wrote {args.out}")
     return 0
 
 
-def grade_folder(folder: Path, csv_path: Path, kit: Kit, parts: list[str],
-                 sandboxes: list[Sandbox], deadline: float, test_seconds: float) -> int:
+def grade_folder(folder: Path, csv_path: Path, grader: Grader, parts: list[str],
+                 deadline: float) -> int:
     """One CSV row per submission folder inside folder: total and per-part scores (hidden
     tests included: the CSV is the instructor's)."""
     submissions = sorted(p for p in folder.iterdir() if p.is_dir())
     columns = ["submission", "score", "max_score", *parts, "results"]
     rows = []
     for path in submissions:
-        budget = Budget(time.monotonic() + deadline, test_seconds)
-        results = grade(path, kit, parts, None, sandboxes, budget)
+        budget = Budget(time.monotonic() + deadline, grader.test_seconds)
+        try:
+            results = grade(path, grader, parts, None, budget)
+        except Exception as err:  # a grader failure on one submission: the others go on
+            print(f"{path.name}: could not be graded ({type(err).__name__}: {err})")
+            continue
         tests = results["tests"]
         by_part = {part: _sum([t for t in tests if part in t["tags"]], "score") for part in parts}
         rows.append({"submission": path.name, "score": results["score"],
