@@ -38,10 +38,19 @@ INSTRUCTORS_BLOCK = re.compile(r"^[ \t]*# BEGIN INSTRUCTORS\n.*?^[ \t]*# END INS
 
 
 # --------------------------------------------------------------------- solution regions
+def source_lines(source: str) -> list[str]:
+    """source's lines with their ends, split where Python's tokenizer splits them (at
+    newlines only: str.splitlines also splits at form feeds, U+2028 and others, which would
+    put the line numbers of ast out of step)."""
+    normal = source.replace("\r\n", "\n").replace("\r", "\n")
+    parts = normal.split("\n")
+    return [part + "\n" for part in parts[:-1]] + ([parts[-1]] if parts[-1] else [])
+
+
 def strip_solutions(source: str, name: str = "<source>") -> str:
     """source with each solution region replaced by one `raise NotImplementedError` line."""
     out, indent = [], None
-    for number, line in enumerate(source.splitlines(keepends=True), start=1):
+    for number, line in enumerate(source_lines(source), start=1):
         begin = BEGIN.match(line)
         if begin:
             if indent is not None:
@@ -76,7 +85,7 @@ def definitions(tree: ast.Module) -> dict[str, ast.AST]:
 
 def region_functions(source: str) -> list[str]:
     """Qualified names of the functions that hold a solution region, in file order."""
-    lines = [number for number, line in enumerate(source.splitlines(), start=1)
+    lines = [number for number, line in enumerate(source_lines(source), start=1)
              if BEGIN.match(line)]
     return [name for name, node in definitions(ast.parse(source)).items()
             if not isinstance(node, ast.ClassDef)
@@ -100,13 +109,15 @@ def splice(target: str, donor: str, names) -> str:
     """target's source with the functions `names` (qualified) replaced by donor's.
 
     The donor's imports come first (a repeated import is harmless), and the donor's other
-    top-level functions, classes and constants that the target lacks follow at the end, so
-    that the transplanted functions find their helpers. A name the donor does not define
-    keeps the target's function.
+    top-level functions, classes and literal constants (ast.literal_eval) that the target
+    lacks follow at the end, so that the transplanted functions find their helpers; a
+    constant computed by an expression stays behind. A name the donor does not define keeps
+    the target's function.
     """
+    donor, target = "".join(source_lines(donor)), "".join(source_lines(target))
     donor_tree, target_tree = ast.parse(donor), ast.parse(target)
     donor_defs, target_defs = definitions(donor_tree), definitions(target_tree)
-    donor_lines, lines = donor.splitlines(keepends=True), target.splitlines(keepends=True)
+    donor_lines, lines = source_lines(donor), source_lines(target)
     for name in sorted((n for n in names if n in donor_defs and n in target_defs),
                        key=lambda n: -target_defs[n].lineno):  # bottom up: spans stay valid
         start, end = _span(target_defs[name])
@@ -121,7 +132,8 @@ def splice(target: str, donor: str, names) -> str:
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             if ast.dump(node) not in target_imports and getattr(node, "module", "") != "__future__":
                 imports.append(ast.get_source_segment(donor, node) + "\n")
-        elif _top_level_names(node) and not _top_level_names(node) & target_names:
+        elif (_top_level_names(node) and not _top_level_names(node) & target_names
+              and _runs_nothing(node)):
             start, end = _span(node)
             helpers.append("".join(donor_lines[start - 1:end]) + "\n\n")
     body = _before_main_guard("".join(lines), "".join(helpers))
@@ -135,9 +147,22 @@ def _before_main_guard(source: str, text: str) -> str:
         return source
     for node in ast.parse(source).body:
         if isinstance(node, ast.If) and "__main__" in ast.unparse(node.test):
-            lines = source.splitlines(keepends=True)
+            lines = source_lines(source)
             return "".join(lines[:node.lineno - 1]) + text + "".join(lines[node.lineno - 1:])
     return source.rstrip("\n") + "\n\n\n" + text.rstrip("\n") + "\n"
+
+
+def _runs_nothing(node: ast.AST) -> bool:
+    """Whether a top-level statement the splice brings along runs no code at import: a
+    function or class definition, or a constant whose value is a literal."""
+    if isinstance(node, (ast.Assign, ast.AnnAssign)):
+        if node.value is None:
+            return True
+        try:
+            ast.literal_eval(node.value)
+        except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+            return False
+    return True
 
 
 def _assigned_names(tree: ast.Module) -> set[str]:
@@ -169,7 +194,7 @@ def _after_docstring(source: str, text: str) -> str:
             line = node.end_lineno
         else:
             break
-    lines = source.splitlines(keepends=True)
+    lines = source_lines(source)
     return "".join(lines[:line]) + text + "".join(lines[line:])
 
 

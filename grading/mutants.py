@@ -427,13 +427,13 @@ def run(mutants: list[Mutant]) -> dict:
     from grading import grade
 
     parts = sorted({m.part for m in mutants})
-    kit, sandboxes, test_seconds = grade.setup(parts)
+    grader = grade.setup(parts)
     found = {}
     with tempfile.TemporaryDirectory(prefix="mutants_") as scratch:
         for mutant in mutants:
             folder = submission_with(mutant, Path(scratch) / mutant.name)
-            budget = grade.Budget(time.monotonic() + 600, test_seconds)
-            results = grade.grade(folder, kit, [mutant.part], None, sandboxes, budget)
+            budget = grade.Budget(time.monotonic() + 600, grader.test_seconds)
+            results = grade.grade(folder, grader, [mutant.part], None, budget)
             failed = [t for t in results["tests"] if t["tags"] == [mutant.part]
                       and t["score"] < t["max_score"]]
             found[mutant.name] = {
@@ -444,6 +444,7 @@ def run(mutants: list[Mutant]) -> dict:
             mark = "public" if found[mutant.name]["public"] else (
                 "hidden" if found[mutant.name]["hidden"] else "ALIVE")
             print(f"{mark:<7} {mutant.name}", flush=True)
+    grader.close()
     return found
 
 

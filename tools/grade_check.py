@@ -53,11 +53,11 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     rubric = grade.RUBRIC
     parts = args.parts or list(rubric.PARTS)
-    kit, sandboxes, test_seconds = grade.setup(parts)
+    grader = grade.setup(parts)
 
     def graded(folder: Path, only: list[str] = parts) -> dict:
-        budget = grade.Budget(time.monotonic() + 3600, test_seconds)
-        return grade.grade(folder, kit, only, None, sandboxes, budget)
+        budget = grade.Budget(time.monotonic() + 3600, grader.test_seconds)
+        return grade.grade(folder, grader, only, None, budget)
     failures = 0
 
     def check(name: str, ok: bool, detail: str = "") -> None:
@@ -87,6 +87,7 @@ def main(argv=None) -> int:
             one = fill_one_part(handout, scratch / f"only_{part}", part, rubric.REGIONS)
             score, maximum = code_points(graded(one, [part]))[part]
             check(f"only {part} filled", abs(score - maximum) < 1e-9, f"{score} / {maximum}")
+    grader.close()
     print("all checks passed" if not failures else f"{failures} checks failed")
     return 1 if failures else 0
 

