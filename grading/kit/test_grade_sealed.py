@@ -377,20 +377,20 @@ from grading import grade
 received = []
 listener = socket.socket()
 listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-listener.bind(("127.0.0.1", %d))
+listener.bind(("127.0.0.1", int(sys.argv[1])))
 listener.listen(8)
 def listen():
     while True:
         connection, _ = listener.accept()
         received.append(connection.recv(100).decode(errors="replace"))
 threading.Thread(target=listen, daemon=True).start()
-folders = [Path(p) for p in sys.argv[2:]]
+folders = [Path(p) for p in sys.argv[3:]]
 grader = grade.setup(["p1a"], jobs=1)
 results = {}
 with grade.hidden_from_sandbox(grader.sandboxes):
     for folder in folders:
         budget = grade.Budget(time.monotonic() + 120, 3.0)
-        out = Path(sys.argv[1]) / folder.name / "results.json"
+        out = Path(sys.argv[2]) / folder.name / "results.json"
         out.parent.mkdir()
         started = time.monotonic()
         results[folder.name] = grade.grade(folder, grader, ["p1a"], out, budget)
@@ -401,7 +401,7 @@ results["_uid"] = grader.sandboxes[0].uid
 results["_isolation"] = grader.zygote.isolation
 results["_received"] = received
 print(json.dumps(results))
-""" % LISTENER_PORT
+"""
 
 
 @pytest.fixture(scope="module")
@@ -420,7 +420,8 @@ def graded(tmp_path_factory):
     before = _digest(REPO_ROOT)
     outputs = base / "outputs"
     outputs.mkdir()
-    done = subprocess.run([sys.executable, "-c", DRIVER, str(outputs), *map(str, folders)],
+    done = subprocess.run([sys.executable, "-c", DRIVER, str(LISTENER_PORT), str(outputs),
+                           *map(str, folders)],
                           cwd=REPO_ROOT, capture_output=True, text=True, timeout=800)
     assert done.returncode == 0, done.stderr[-3000:]
     results = json.loads(done.stdout.splitlines()[-1])
