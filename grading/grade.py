@@ -297,9 +297,30 @@ def part_entries(kit: Kit, part: str, which: str, outcomes: dict, reason: str) -
     return entries
 
 
-def grade_results(kit: Kit, root: Path | None) -> list[dict]:
+RESULT_FILE_BYTES = 5 * 2**20  # a metrics file or training log the grader reads
+
+
+def results_files(folder: Path, problem: str, out: Path) -> Path:
+    """out holding only the submission's result files the grader reads, as plain files:
+    metrics.json and the training logs of the prescribed runs (by the run registry), each
+    at most RESULT_FILE_BYTES. A run name in metrics.json then names no other file: with no
+    folder in out, a path such as training_log_x/../../secret.json resolves to nothing."""
+    import importlib
+
+    runs = importlib.import_module(f"{problem}.config").RUNS
+    out.mkdir(mode=0o700)
+    for name in ["metrics.json", *(f"training_log_{run}.json" for run in runs)]:
+        path = folder / name
+        if path.is_file() and not path.is_symlink() and path.stat().st_size <= RESULT_FILE_BYTES:
+            shutil.copyfile(path, out / name)
+    return out
+
+
+def grade_results(kit: Kit, root: Path | None, scratch: Path) -> list[dict]:
     """Each problem's headline numbers against the reference bands: one entry per graded
-    quantity, or one 0-point entry saying why a problem's results could not be checked."""
+    quantity, or one 0-point entry saying why a problem's results could not be checked.
+    A quantity's entry is shown after publication only and names no band: the student sees
+    their value and whether it lies in the reference range, never the range."""
     entries = []
     for problem, points in RUBRIC.RESULTS.items():
         bands = kit.bands.get(problem)
@@ -312,29 +333,31 @@ def grade_results(kit: Kit, root: Path | None) -> list[dict]:
         try:
             if folder is None or not (folder / "metrics.json").is_file():
                 raise FileNotFoundError(f"your submission has no {problem}/results/metrics.json")
-            submitted = bands_tool.QUANTITIES[problem](folder)
+            plain = results_files(folder, problem, scratch / f"{problem}-results")
+            submitted = bands_tool.QUANTITIES[problem](plain)
             if not isinstance(submitted, dict):
                 raise TypeError("metrics.json is not an object")
         except Exception as err:  # any malformed submission file
             message = str(err) if isinstance(err, FileNotFoundError) and not err.filename \
-                else f"could not read {problem}/results: {type(err).__name__}: {err}"[:500]
+                else f"could not read {problem}/results: {type(err).__name__}: {err}"[:300]
             entries.append({"name": f"{problem} results", "score": 0.0, "max_score": points,
                             "visibility": "visible", "tags": [tag], "output": message})
             continue
         for run, quantity, band in checks:
             entry = submitted.get(run)
             value = entry.get(quantity) if isinstance(entry, dict) else None
-            inside, accepted = in_band(value, band, quantity)
+            inside, _ = in_band(value, band, quantity)
             entries.append({
                 "name": f"{problem} results: {run} {quantity}",
                 "score": points / len(checks) if inside else 0.0,
-                "max_score": points / len(checks), "visibility": "visible", "tags": [tag],
-                "output": f"yours {_shown(value)}; reference: {accepted}"})
+                "max_score": points / len(checks), "visibility": "after_published",
+                "tags": [tag], "output": f"yours {_shown(value)}: " + (
+                    "inside the reference range" if inside else "outside the reference range")})
     return entries
 
 
 def _shown(value) -> str:
-    return repr(value)[:40] if not isinstance(value, float) else f"{value:.6g}"
+    return f"{value:.6g}" if isinstance(value, float) else repr(value)[:40]
 
 
 def in_band(value, band: dict, quantity: str = "") -> tuple[bool, str]:
@@ -352,7 +375,13 @@ def in_band(value, band: dict, quantity: str = "") -> tuple[bool, str]:
               f"[{band['min']:.4g}, {band['max']:.4g}]; accepted [{low:.4g}, {high:.4g}]")
     if value is None:
         return bool(missing), words
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False, words + " (yours is not a number)"
+    try:
+        value = float(value)  # a 400-digit integer does not fit: not a result
+    except OverflowError:
+        return False, words + " (yours is not a number)"
+    if not math.isfinite(value):
         return False, words + " (yours is not a number)"
     return low <= value <= high, words
 
@@ -429,7 +458,7 @@ def grade(submission: Path, grader: Grader, parts: list[str], out: Path | None,
         nodes = {(part, which): kit.tests[part][which] for part in parts
                  for which in ("visible", "hidden")}
         outcomes = {}
-        results = grade_results(kit, root)
+        results = grade_results(kit, root, scratch)
         note = "" if root is not None else (
             "Your submission holds no problem1/, problem2/ or problem3/ folder: nothing could "
             "be graded. Submit the repository's folder (or its contents).")

@@ -152,18 +152,92 @@ def _unshare(flags: int) -> bool:
     return libc.unshare(flags) == 0
 
 
-def isolation_available() -> str:
-    """What network isolation a sealed sandbox gets here: tried in a throwaway child."""
-    if os.geteuid() != 0:
-        return "none (not running as root: sandboxes run as the grader's user, unsealed)"
+# seccomp: a filter that refuses the sockets that reach a network (and io_uring, which could
+# open one behind the filter's back), installed in every sandbox, sealed or not
+SECCOMP_ARCH = {"x86_64": (0xC000003E, 41), "aarch64": (0xC00000B7, 198)}  # arch, socket()
+NETWORK_FAMILIES = (2, 10, 16, 17)  # AF_INET, AF_INET6, AF_NETLINK, AF_PACKET
+IO_URING_SETUP = 425
+PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 38, 22, 2
+RET_ALLOW, RET_EPERM = 0x7FFF0000, 0x00050001
+
+
+class _Instruction(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_ushort), ("jt", ctypes.c_ubyte), ("jf", ctypes.c_ubyte),
+                ("k", ctypes.c_uint)]
+
+
+class _Program(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(_Instruction))]
+
+
+def network_filter() -> list[tuple] | None:
+    """The BPF program (code, jt, jf, k) of the filter for this machine, None if unknown."""
+    machine = os.uname().machine
+    if machine not in SECCOMP_ARCH:
+        return None
+    arch, socket_nr = SECCOMP_ARCH[machine]
+    load, jeq, jge, ret = 0x20, 0x15, 0x35, 0x06
+    program = [(load, 0, 0, 4),  # seccomp_data.arch
+               (jeq, 1, 0, arch), (ret, 0, 0, RET_EPERM),  # another ABI: refuse everything
+               (load, 0, 0, 0),  # seccomp_data.nr
+               (jge, 0, 1, 0x40000000), (ret, 0, 0, RET_EPERM),  # x32 numbers
+               (jeq, 0, 1, IO_URING_SETUP), (ret, 0, 0, RET_EPERM),
+               (jeq, 1, 0, socket_nr), (ret, 0, 0, RET_ALLOW),
+               (load, 0, 0, 16)]  # seccomp_data.args[0], the socket's family
+    for family in NETWORK_FAMILIES:
+        program += [(jeq, 0, 1, family), (ret, 0, 0, RET_EPERM)]
+    return program + [(ret, 0, 0, RET_ALLOW)]
+
+
+def deny_network() -> bool:
+    """Install the network filter in this process (and every process it starts); whether
+    it took. Needs no privilege: no_new_privs comes first, as the kernel asks."""
+    program = network_filter()
+    if program is None:
+        return False
+    libc = ctypes.CDLL(None, use_errno=True)
+    instructions = (_Instruction * len(program))(*[_Instruction(*i) for i in program])
+    fprog = _Program(len(program), instructions)
+    if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+        return False
+    return libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0) == 0
+
+
+def _works_in_a_child(attempt) -> bool:
     pid = os.fork()
     if pid == 0:
-        os._exit(0 if _unshare(CLONE_NEWNET | CLONE_NEWIPC) else 1)
+        os._exit(0 if attempt() else 1)
     _, status = os.waitpid(pid, 0)
-    if os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0:
-        return "network and IPC namespaces (no network, private System V IPC)"
-    return ("none: this kernel or container refuses new namespaces; the sandbox user's "
-            "files and System V IPC objects are removed after every test")
+    return os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+
+
+def _refused() -> bool:
+    """Whether, after deny_network(), an internet socket is refused (the filter works)."""
+    if not deny_network():
+        return False
+    try:
+        socket.socket(socket.AF_INET, socket.SOCK_STREAM).close()
+    except OSError:
+        return True
+    return False
+
+
+def isolation_available() -> tuple[bool, str]:
+    """(whether sandboxes enter new namespaces, the isolation in words): each way tried in
+    a throwaway child."""
+    namespaces = os.geteuid() == 0 and _works_in_a_child(
+        lambda: _unshare(CLONE_NEWNET | CLONE_NEWIPC))
+    seccomp = _works_in_a_child(_refused)
+    words = []
+    if namespaces:
+        words.append("network and IPC namespaces (no network, private System V IPC)")
+    if seccomp:
+        words.append("a seccomp filter refusing internet, netlink and packet sockets")
+    if not words:
+        words.append("no network isolation: neither namespaces nor seccomp are allowed here")
+    if os.geteuid() != 0:
+        words.append("not running as root: sandboxes run as the grader's own user, unsealed")
+    return namespaces, "; ".join(words)
 
 
 def _sandbox(request: dict, channel: socket.socket, server) -> None:
@@ -191,6 +265,7 @@ def _sandbox(request: dict, channel: socket.socket, server) -> None:
             os.setgroups([])
             os.setgid(gid)
             os.setuid(uid)
+        deny_network()
         tree = request["tree"]
         os.chdir(tree)
         os.environ.clear()
@@ -227,19 +302,19 @@ def zygote_main(path: str) -> None:
                                                   REPO_ROOT / "tests" / "seam.py")
     server = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(server)
-    namespaces = isolation_available()
+    namespaces, isolation = isolation_available()
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped by the kernel
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(path)
     listener.listen(64)
-    print(json.dumps({"ready": True, "isolation": namespaces}), flush=True)
+    print(json.dumps({"ready": True, "isolation": isolation}), flush=True)
     while True:
         connection, _ = listener.accept()
         with connection:
             try:
                 data, fds, _, _ = socket.recv_fds(connection, 65536, 1)
                 request = json.loads(data)
-                request["namespaces"] = namespaces.startswith("network")
+                request["namespaces"] = namespaces
             except (OSError, ValueError):
                 continue
             if not fds:
@@ -350,14 +425,22 @@ class SandboxTransport:
 
 
 def signal_user(uid: int, number: int) -> None:
-    """Send every process of uid the signal."""
-    for entry in os.scandir("/proc"):
-        if entry.name.isdigit():
-            try:
-                if entry.stat().st_uid == uid:
-                    os.kill(int(entry.name), number)
-            except (OSError, ProcessLookupError):
-                pass
+    """Send every process of uid the signal. A SIGKILL is sent again, after a SIGSTOP,
+    until none is left (a process that keeps forking gets a new pid at every step)."""
+    for _ in range(100 if number == signal.SIGKILL else 1):
+        found = 0
+        for entry in os.scandir("/proc"):
+            if entry.name.isdigit():
+                try:
+                    if entry.stat().st_uid == uid:
+                        if number == signal.SIGKILL:  # stopped first, it forks no more
+                            os.kill(int(entry.name), signal.SIGSTOP)
+                        os.kill(int(entry.name), number)
+                        found += 1
+                except (OSError, ProcessLookupError):
+                    pass
+        if not found:
+            break
 
 
 def share(folder: Path, sandbox: Sandbox) -> None:

@@ -328,8 +328,9 @@ def test_strip_then_fill_with_the_reference_gives_the_reference_functions():
             assert ast.dump(got[function]) == ast.dump(ref[function]), (name, function)
 
 
-def test_the_reference_results_lie_inside_their_own_bands():
-    entries = grade.grade_results(grade.Kit({}, {}, grade.read_bands(), {}), REPO_ROOT)
+def test_the_reference_results_lie_inside_their_own_bands(tmp_path):
+    entries = grade.grade_results(grade.Kit({}, {}, grade.read_bands(), {}), REPO_ROOT,
+                                  tmp_path)
     if not entries:
         pytest.skip("no reference_bands.json yet (make seeds)")
     outside = [e["name"] + ": " + e["output"] for e in entries if e["score"] < e["max_score"]]
@@ -344,8 +345,8 @@ def test_a_helper_module_of_the_submission_comes_along(handout, tmp_path):
     (sub / "problem1" / "conftest.py").write_text("raise SystemExit\n")
     (sub / "problem1" / "test_mine.py").write_text("def test_x():\n    pass\n")
     kit = grade.Kit(grade.tree_files(), {}, {}, {})
-    files, reason = grade.part_files(kit, sub, "p1a")
-    assert reason == "" and files["problem1/my_helpers.py"].startswith(b"def half")
+    files, reasons = grade.submission_code(kit, sub)
+    assert reasons == {} and files["problem1/my_helpers.py"].startswith(b"def half")
     assert "problem1/conftest.py" not in files and "problem1/test_mine.py" not in files
 
 
@@ -354,6 +355,41 @@ def test_a_file_that_does_not_compile_is_named_with_its_line(handout, tmp_path):
     path = sub / "problem1" / "attention.py"
     path.write_text(path.read_text() + "\ndef broken(:\n")
     kit = grade.Kit(grade.tree_files(), {}, {}, {})
-    _, reason = grade.part_files(kit, sub, "p1b")
+    _, reasons = grade.submission_code(kit, sub)
     lines = len(path.read_text().splitlines())
-    assert reason.startswith(f"problem1/attention.py, line {lines}:"), reason
+    assert reasons["p1b"].startswith(f"problem1/attention.py, line {lines}:"), reasons
+    assert set(reasons) == {"p1b"}, reasons
+
+
+def test_no_reference_value_reaches_a_student(tmp_path):
+    """Before publication a student sees no band, mean or range: every results entry is
+    shown after publication only, and says inside or outside, never the band."""
+    entries = grade.grade_results(grade.Kit({}, {}, grade.read_bands(), {}), REPO_ROOT,
+                                  tmp_path)
+    if not entries:
+        pytest.skip("no reference_bands.json yet (make seeds)")
+    assert all(e["visibility"] == "after_published" for e in entries)
+    assert all(re.fullmatch(r"yours .*: (inside|outside) the reference range", e["output"])
+               for e in entries), entries[0]["output"]
+
+
+def test_run_names_cannot_reach_other_files(tmp_path):
+    """A run name in metrics.json is not a path: traversal to a file outside the results
+    folder reads nothing (the grader reads only the registry's file names)."""
+    secret = tmp_path / "secret.json"
+    secret.write_text('{"log": [{"step": 100, "head_grad_norm": 123.0}]}')
+    sub = tmp_path / "sub"
+    results = sub / "problem3" / "results"
+    (results / "training_log_x").mkdir(parents=True)
+    (results / "metrics.json").write_text(json.dumps({"sweep": [
+        {"run": "x/../../../secret", "norm": "pre", "lr": 0.001, "warmup": 500,
+         "final_val_loss": 1.0, "trains": True}]}))
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    entries = grade.grade_results(grade.Kit({}, {}, grade.read_bands(), {}), sub, scratch)
+    assert not any("123" in e["output"] for e in entries)
+
+
+def test_a_huge_number_is_not_a_result():
+    band = {"n_seeds": 5, "mean": 0.5, "sd": 0.1, "min": 0.4, "max": 0.6}
+    assert grade.in_band(10**400, band)[0] is False
