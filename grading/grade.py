@@ -43,10 +43,10 @@ from grading.sandbox import (
     Sandbox,
     SandboxTransport,
     Zygote,
+    kill_spawned,
     make_tree,
     remove_tree,
     sandbox_user,
-    signal_user,
 )
 from provided.common import REPO_ROOT, ArgumentParser, fail, script
 from provided.results import write_json
@@ -493,8 +493,7 @@ def grade(submission: Path, grader: Grader, parts: list[str], out: Path | None,
                 save()
             result = run_tests(judge_tree, shares[index], transport, basetemp, str(REPO_ROOT),
                                budget.test_seconds, budget.deadline, TOO_LATE, on_outcome)
-            if sandbox.sealed:
-                signal_user(sandbox.uid, 9)
+            kill_spawned(work, sandbox)
             for part in parts:
                 if any(n in shares[index] and n not in outcomes
                        for n in kit.tests[part]["visible"] + kit.tests[part]["hidden"]):

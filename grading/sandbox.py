@@ -49,6 +49,7 @@ PRELOADED = ("torch", "torch._dynamo", "torch.optim", "torch.utils.data", "numpy
              "matplotlib.pyplot", "rdkit.Chem", "tqdm", "hypothesis")
 CLONE_NEWIPC, CLONE_NEWNET = 0x08000000, 0x40000000
 SCRATCH_FOLDERS = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock", "/var/lock")
+SPAWNED = "sandboxes.txt"  # in a judge's work folder: the pid of every sandbox it started
 
 
 @dataclass(frozen=True)
@@ -386,7 +387,8 @@ class SandboxTransport:
             self.pid = zygote.spawn(theirs, request)
         finally:
             theirs.close()
-        self.stopped = False
+        with open(work / SPAWNED, "a") as spawned:  # for the grader, should this judge die
+            spawned.write(f"{self.pid}\n")
 
     def exchange(self, message: bytes) -> bytes:
         from tests import seam
@@ -422,6 +424,23 @@ class SandboxTransport:
         if self.sandbox.sealed:
             remove_user_files(self.sandbox.uid)
         remove_tree(self.tree)
+
+
+def kill_spawned(work: Path, sandbox: Sandbox) -> None:
+    """Kill every sandbox a judge started in work (its session), and every process of the
+    sandbox user: what a judge that died could not close."""
+    try:
+        pids = [int(line) for line in (work / SPAWNED).read_text().split()]
+    except (OSError, ValueError):
+        pids = []
+    for pid in pids:
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+    if sandbox.sealed:
+        signal_user(sandbox.uid, signal.SIGKILL)
+        remove_user_files(sandbox.uid)
 
 
 def signal_user(uid: int, number: int) -> None:

@@ -7,9 +7,12 @@ import math
 import pytest
 import torch
 
-from problem2.positional import shift_rotation, sinusoidal_table
+from tests.seam import submission
 
 pytestmark = pytest.mark.p2b
+
+shift_rotation = submission("problem2.positional").shift_rotation
+sinusoidal_table = submission("problem2.positional").sinusoidal_table
 
 
 def pe(p: int, j: int, d: int) -> float:

@@ -7,9 +7,14 @@ import math
 import pytest
 import torch
 
-from problem2.positional import apply_rotary, rotary_frequencies, score_shift_invariance
+from tests.seam import submission
 
 pytestmark = pytest.mark.p2c
+
+positional = submission("problem2.positional")
+apply_rotary = positional.apply_rotary
+rotary_frequencies = positional.rotary_frequencies
+score_shift_invariance = positional.score_shift_invariance
 
 
 def rotated(x: torch.Tensor, positions: list[float]) -> torch.Tensor:

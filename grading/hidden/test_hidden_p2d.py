@@ -1,6 +1,8 @@
 """Hidden tests, Problem 2 Part D: the loss and accuracy helpers with per-row ignore
 patterns, evaluate_split over uneven batches, and train_epoch's loss, step count and update
-against cross-entropy computed by hand."""
+against cross-entropy computed by hand. train_epoch trains the provided model under the
+learned scheme, which runs no code of Parts B and C, so that a trusted twin of it here
+gives the expected numbers."""
 
 import math
 
@@ -9,22 +11,31 @@ import torch
 import torch.nn.functional as F
 
 from problem2.dataset import IGNORE_INDEX
-from problem2.model import OffsetRetrievalModel
-from problem2.train import evaluate_split, loss_and_correct, train_epoch
+from problem2.model import OffsetRetrievalModel  # provided; the twins ("learned") only
+from tests.seam import submission
 
 pytestmark = pytest.mark.p2d
 I = IGNORE_INDEX
 
+train = submission("problem2.train")
+evaluate_split, loss_and_correct, train_epoch = (
+    train.evaluate_split, train.loss_and_correct, train.train_epoch)
+FixedLogits = submission("tests.tiny_problem2").FixedLogits  # a stub, next to the code
+sandbox_torch = submission("torch")
+optim = submission("torch.optim")
 
-class FixedLogits(torch.nn.Module):
-    """Stub model: the same logits row at every position, whatever the tokens."""
 
-    def __init__(self, row):
-        super().__init__()
-        self.row = torch.nn.Parameter(torch.tensor(row))
+def sandbox_model(position: str, seed: int):
+    """The provided model, seeded, made next to the code under test."""
+    sandbox_torch.manual_seed(seed)
+    return submission("problem2.model").OffsetRetrievalModel(position, d_model=8, max_len=16)
 
-    def forward(self, tokens, return_attention=False):
-        return self.row.expand(*tokens.shape, -1)
+
+def twin_of(model):
+    """A trusted copy here of a model made by sandbox_model."""
+    twin = OffsetRetrievalModel(model.position, d_model=8, max_len=16)
+    twin.load_state_dict(model.state_dict())
+    return twin
 
 
 def cross_entropy(row, target):
@@ -68,34 +79,32 @@ def offset_batch(n=10, T=16, k=3, seed=0):
 
 
 def test_train_epoch_at_learning_rate_zero_reports_the_mean_loss():
-    torch.manual_seed(1)
-    model = OffsetRetrievalModel("rotary", d_model=8, max_len=16)
+    model = sandbox_model("learned", seed=1)
+    twin = twin_of(model)
     tokens, targets = offset_batch()
-    optimizer = torch.optim.Adam(model.parameters(), lr=0.0)
-    result = train_epoch(model, optimizer, tokens, targets, torch.Generator().manual_seed(0),
-                         batch_size=4, max_steps=100)
+    optimizer = optim.Adam(model.parameters(), lr=0.0)
+    result = train_epoch(model, optimizer, tokens, targets,
+                         sandbox_torch.Generator().manual_seed(0), batch_size=4, max_steps=100)
     assert int(result["steps"]) == 3  # batches of 4, 4 and 2
     with torch.no_grad():
-        logits = model(tokens)
+        logits = twin(tokens)
     expected = F.cross_entropy(logits.reshape(-1, 16), targets.reshape(-1), ignore_index=I)
     accuracy = ((logits.argmax(-1) == targets).sum() / (targets != I).sum()).item()
     assert float(result["loss"]) == pytest.approx(expected.item(), rel=1e-5)
     assert float(result["accuracy"]) == pytest.approx(accuracy)
-    capped = train_epoch(model, optimizer, tokens, targets, torch.Generator().manual_seed(0),
-                         batch_size=4, max_steps=2)
+    capped = train_epoch(model, optimizer, tokens, targets,
+                         sandbox_torch.Generator().manual_seed(0), batch_size=4, max_steps=2)
     assert int(capped["steps"]) == 2
 
 
 def test_train_epoch_step_follows_the_mean_over_targets():
     # One batch holding every sequence, SGD at lr 1: the update is minus the gradient of the
     # mean cross-entropy over the positions with a target (not the sum, not all positions).
-    torch.manual_seed(2)
-    model = OffsetRetrievalModel("learned", d_model=8, max_len=16)
-    twin = OffsetRetrievalModel("learned", d_model=8, max_len=16)
-    twin.load_state_dict(model.state_dict())
+    model = sandbox_model("learned", seed=2)
+    twin = twin_of(model)
     tokens, targets = offset_batch(n=6, seed=3)
-    train_epoch(model, torch.optim.SGD(model.parameters(), lr=1.0), tokens, targets,
-                torch.Generator().manual_seed(0), batch_size=6, max_steps=1)
+    train_epoch(model, optim.SGD(model.parameters(), lr=1.0), tokens, targets,
+                sandbox_torch.Generator().manual_seed(0), batch_size=6, max_steps=1)
     loss = F.cross_entropy(twin(tokens).reshape(-1, 16), targets.reshape(-1), ignore_index=I)
     loss.backward()
     for (name, p), q in zip(model.named_parameters(), twin.parameters()):
