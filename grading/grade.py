@@ -189,13 +189,19 @@ def copy_submission(source: Path, out: Path) -> None:
             path = Path(folder) / name
             if path.is_symlink() or not path.is_file() or path.suffix == ".pth":
                 continue
-            size = path.stat().st_size
+            try:
+                size = path.stat().st_size
+            except OSError:
+                continue
             if size > SUBMISSION_FILE_BYTES or total + size > SUBMISSION_LIMIT_BYTES:
                 continue
-            total += size
             target = out / path.relative_to(source)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(path, target)
+            try:  # a path too long here, a file that vanished or cannot be read: left out
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(path, target)
+            except OSError:
+                continue
+            total += size
 
 
 def find_root(submission: Path) -> Path | None:

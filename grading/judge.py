@@ -15,6 +15,7 @@ The grader reads one JSON line per test start and end from the judge's pipe.
 import ctypes
 import json
 import os
+import shutil
 import signal
 import sys
 import time
@@ -25,6 +26,7 @@ OUTPUT_CHARS = 2500
 MESSAGE_CHARS = 600  # the failing assertion's own message, shown first
 MAX_OUTPUT = 4 * OUTPUT_CHARS  # a test's whole output (its setup, call and teardown)
 PR_SET_DUMPABLE = 4
+HIDDEN_DIR = "grading/hidden"
 # modules of the repository the grader imported itself: a judge imports its tree's instead
 REPOSITORY_ROOTS = ("problem1", "problem2", "problem3", "provided", "tests", "conftest",
                     "tiny", "tools")
@@ -34,9 +36,15 @@ class Reporter:
     """The judge's pytest plugin: one JSON line per test start and end on the grader's
     pipe."""
 
-    def __init__(self, fd: int):
-        self.fd = fd
+    def __init__(self, fd: int, forget: Path):
+        self.fd, self.forget = fd, forget
         self.failures: list[str] = []
+
+    def pytest_collection_finish(self, session) -> None:
+        """The hidden tests are in memory now: their files leave the disk, so that not even
+        an unsealed sandbox (the grader's own user) can read them there."""
+        for path in self.forget.glob("*.py"):
+            path.unlink()
 
     def send(self, **record) -> None:
         data = (json.dumps(record) + "\n").encode()
@@ -95,7 +103,7 @@ def _judge(tree: Path, args: list[str], fd: int, transport, repo: str) -> None:
         seam.TRANSPORT = transport
         import pytest
 
-        pytest.main(args, plugins=[Reporter(fd)])
+        pytest.main(args, plugins=[Reporter(fd, tree / HIDDEN_DIR)])
     except BaseException:
         if os.environ.get("GRADE_DEBUG"):
             import traceback
@@ -136,13 +144,15 @@ def run_tests(tree: Path, nodes: list[str], transport, basetemp: Path, repo: str
 def _one_judge(tree, nodes, transport, basetemp, repo, result, test_seconds, deadline,
                too_late, on_outcome) -> bool:
     """One judge over nodes; True when it ended by itself with nothing to retry."""
+    own = basetemp.parent / f"judge-{time.monotonic_ns()}"  # its hidden files leave it
+    shutil.copytree(tree, own)
     read_fd, write_fd = os.pipe()
     args = ["-q", "-p", "no:cacheprovider", "--basetemp", str(basetemp), "-o",
             f"timeout={max(1, int(test_seconds))}", *nodes]
     pid = os.fork()
     if pid == 0:
         os.close(read_fd)
-        _judge(tree, args, write_fd, transport, repo)
+        _judge(own, args, write_fd, transport, repo)
     os.close(write_fd)
     buffer, current, collect_error = b"", None, ""
     backstop = test_seconds + 15  # pytest-timeout ends a test first; this ends a stuck judge
@@ -198,6 +208,7 @@ def _one_judge(tree, nodes, transport, basetemp, repo, result, test_seconds, dea
         except ProcessLookupError:
             pass
         os.waitpid(pid, 0)
+        shutil.rmtree(own, ignore_errors=True)
     if current is not None:
         record(current, False, "the judge stopped during this test (please tell the course "
                                "staff)")

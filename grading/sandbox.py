@@ -41,7 +41,7 @@ from pathlib import Path
 SANDBOX_USER = "hw-sandbox"
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DEBUG = bool(os.environ.get("GRADE_DEBUG"))  # sandboxes keep the grader's stderr
-MAX_FILE_BYTES = 256 * 2**20  # a sandbox writes no file larger than this
+MAX_FILE_BYTES = 64 * 2**20  # a sandbox writes no file larger than this
 MAX_PROCESSES = 64  # processes and threads of the sandbox user
 MAX_ADDRESS_BYTES = 4 * 2**30
 # imported once by the zygote, for every sandbox to share
