@@ -440,11 +440,12 @@ def results_json(entries: list[dict], start: float, note: str = "") -> dict:
 
 
 def grade(submission: Path, grader: Grader, parts: list[str], out: Path | None,
-          budget: Budget) -> dict:
+          budget: Budget, keep: Path | None = None) -> dict:
     """Gradescope's results.json for one submission folder, written to out (if given)
-    before grading and after every test, so that a stopped grader still leaves one; the
-    code as graded is kept beside it (GRADED_FOLDER). The tests run in judges, one per
-    sandbox user, side by side: every public test before any hidden one."""
+    before grading and after every test, so that a stopped grader still leaves one. The
+    submission's code exactly as graded is kept in keep (default: GRADED_FOLDER beside
+    out). The tests run in judges, one per sandbox user, side by side: every public test
+    before any hidden one."""
     kit = grader.kit
     start = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="grade_") as scratch:
@@ -459,8 +460,9 @@ def grade(submission: Path, grader: Grader, parts: list[str], out: Path | None,
         make_tree(template, {**kit.sandbox_files(), **code})
         judge_tree = scratch / "judge"
         make_tree(judge_tree, kit.judge_files(parts))
-        if out is not None:
-            keep_graded_code(out, code)
+        keep = keep or (out.parent / GRADED_FOLDER if out is not None else None)
+        if keep is not None:
+            keep_graded_code(keep, code)
         nodes = {(part, which): kit.tests[part][which] for part in parts
                  for which in ("visible", "hidden")}
         outcomes = {}
@@ -513,9 +515,8 @@ def grade(submission: Path, grader: Grader, parts: list[str], out: Path | None,
     return final
 
 
-def keep_graded_code(out: Path, code: dict) -> None:
-    """The submission's code exactly as graded, beside the results file (GRADED_FOLDER)."""
-    folder = out.parent / GRADED_FOLDER
+def keep_graded_code(folder: Path, code: dict) -> None:
+    """The submission's code exactly as graded, in folder (replaced)."""
     remove_tree(folder)
     for name, data in code.items():
         path = folder / name
@@ -780,7 +781,8 @@ def grade_folder(folder: Path, csv_path: Path, grader: Grader, parts: list[str],
     for path in submissions:
         budget = Budget(time.monotonic() + deadline, grader.test_seconds)
         try:
-            results = grade(path, grader, parts, None, budget)
+            results = grade(path, grader, parts, None, budget,
+                            keep=csv_path.parent / GRADED_FOLDER / path.name)
         except Exception as err:  # a grader failure on one submission: the others go on
             print(f"{path.name}: could not be graded ({type(err).__name__}: {err})")
             continue
