@@ -4,9 +4,12 @@ import numpy as np
 import pytest
 import torch
 
-from problem2.dataset import IGNORE_INDEX, OffsetDataset
+from problem2.dataset import IGNORE_INDEX
+from tests.seam import submission
 
 pytestmark = pytest.mark.p2a
+
+OffsetDataset = submission("problem2.dataset").OffsetDataset
 
 
 @pytest.fixture

@@ -13,16 +13,18 @@ import numbers
 import pytest
 import torch
 
-from problem2.positional import (
-    apply_rotary,
-    rotary_frequencies,
-    score_shift_invariance,
-    shift_rotation,
-    sinusoidal_table,
-)
+from tests.seam import submission
 
 p2b = pytest.mark.p2b
 p2c = pytest.mark.p2c
+
+positional = submission("problem2.positional")
+apply_rotary = positional.apply_rotary
+rotary_frequencies = positional.rotary_frequencies
+score_shift_invariance = positional.score_shift_invariance
+shift_rotation = positional.shift_rotation
+sinusoidal_table = positional.sinusoidal_table
+
 
 def is_real_number(value) -> bool:
     """A float of any kind: Python's, NumPy's, or a one-element floating tensor."""
