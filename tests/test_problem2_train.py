@@ -1,5 +1,6 @@
 """Problem 2, Part D: the loss and accuracy helpers, and train.py on tiny data (40 training
-sequences of 64, one step per epoch; the four schemes trained for 3 steps)."""
+sequences of 64, one step per epoch; the schemes none and learned, which need no positional
+code of Parts B and C, trained for 3 steps)."""
 
 import json
 import math
@@ -7,24 +8,36 @@ import math
 import pytest
 import torch
 
-from problem2 import train
 from problem2.dataset import IGNORE_INDEX
-from problem2.model import POSITIONS
-from tests.tiny import modes_during, offset_runs
+from tests.seam import submission
+from tests.tiny import offset_data, script_args
+from tests.tiny_problem2 import Lookup
 
 pytestmark = pytest.mark.p2d
+
+train = submission("problem2.train")
+stubs = submission("tests.tiny_problem2")  # stub models, next to the code under test
+sandbox_torch = submission("torch")
+SGD = submission("torch.optim").SGD
+# train.py does not depend on the position scheme: two that need no code of Parts B and C
+POSITIONS = ("none", "learned")
 
 
 @pytest.fixture(scope="module")
 def problem2_runs(tmp_path_factory):
-    """A function that returns (data_dir, results_dir) after training the four schemes for 3
-    steps on tiny data. It trains on its first call, inside a test, so that a failure there
-    fails the test that called it (and the next test tries again)."""
+    """A function that returns (data_dir, results_dir) after training the schemes none and
+    learned for 3 steps on tiny data. It trains on its first call, inside a test, so that a
+    failure there fails the test that called it (and the next test tries again)."""
     done = {}
 
     def runs():
         if not done:
-            done["runs"] = offset_runs(tmp_path_factory.mktemp("problem2"), evaluate=False)
+            root = tmp_path_factory.mktemp("problem2")
+            data = offset_data(root)
+            for position in POSITIONS:
+                assert train.main(["--position", position, "--steps", "3",
+                                   *script_args(root, data)]) == 0
+            done["runs"] = data, root / "results"
         return done["runs"]
 
     return runs
@@ -67,27 +80,13 @@ def test_training_log(problem2_runs):
 
 def test_training_loss_goes_down_and_is_deterministic(problem2_runs, tmp_path):
     data, results = problem2_runs()
-    args = ["--position", "rotary", "--steps", "3", "--data_dir", str(data),
+    args = ["--position", "learned", "--steps", "3", "--data_dir", str(data),
             "--results_dir", str(tmp_path), "--device", "cpu", "--threads", "1"]
     assert train.main(args) == 0
-    first = (tmp_path / "training_log_rotary.json").read_text()
-    assert first == (results / "training_log_rotary.json").read_text()
+    first = (tmp_path / "training_log_learned.json").read_text()
+    assert first == (results / "training_log_learned.json").read_text()
     losses = [r["train_loss"] for r in json.loads(first)["log"]]
     assert losses[-1] < losses[0]
-
-
-class Lookup(torch.nn.Module):
-    """A stub offset model small enough to follow by hand: logits = a learned table per
-    token, plus dropout (so that its mode matters)."""
-
-    def __init__(self, dropout: float = 0.0):
-        super().__init__()
-        torch.manual_seed(0)
-        self.table = torch.nn.Parameter(torch.randn(16, 16))
-        self.dropout = torch.nn.Dropout(dropout)
-
-    def forward(self, tokens):
-        return self.dropout(self.table[tokens])
 
 
 def _offset_batch(n: int = 10, length: int = 12, k: int = 3):
@@ -101,10 +100,11 @@ def test_train_epoch_takes_one_step_per_batch_in_the_seeded_order():
     """With SGD, train_epoch's weights equal those of a plain loop over the batches of
     torch.randperm(N, generator=generator), each step on its own batch's mean loss."""
     tokens, targets = _offset_batch()
-    model, twin = Lookup(), Lookup()
-    torch.manual_seed(123)  # the global generator must play no part
-    result = train.train_epoch(model, torch.optim.SGD(model.parameters(), lr=0.5), tokens,
-                               targets, torch.Generator().manual_seed(7), batch_size=4,
+    model, twin = stubs.Lookup(), Lookup()  # the code's model, and a trusted twin here
+    twin.load_state_dict(model.state_dict())
+    sandbox_torch.manual_seed(123)  # the global generator must play no part
+    result = train.train_epoch(model, SGD(model.parameters(), lr=0.5), tokens, targets,
+                               sandbox_torch.Generator().manual_seed(7), batch_size=4,
                                max_steps=100)
     optimizer = torch.optim.SGD(twin.parameters(), lr=0.5)
     order = torch.randperm(10, generator=torch.Generator().manual_seed(7))
@@ -123,23 +123,41 @@ def test_train_epoch_takes_one_step_per_batch_in_the_seeded_order():
 
 def test_train_epoch_stops_after_max_steps():
     tokens, targets = _offset_batch()
-    model = Lookup()
-    result = train.train_epoch(model, torch.optim.SGD(model.parameters(), lr=0.5), tokens,
-                               targets, torch.Generator().manual_seed(7), batch_size=4,
+    model = stubs.Lookup()
+    result = train.train_epoch(model, SGD(model.parameters(), lr=0.5), tokens, targets,
+                               sandbox_torch.Generator().manual_seed(7), batch_size=4,
                                max_steps=2)
     assert int(result["steps"]) == 2, (
         "train_epoch must stop after max_steps steps: is the check off by one?")
 
 
+def clean_loss(model, tokens, targets) -> float:
+    """The eval-mode (dropout off) mean loss over the targets of the code's Lookup model, by a
+    trusted twin here that holds its weights."""
+    twin = Lookup()
+    twin.load_state_dict(model.state_dict())
+    logits = twin.eval()(tokens)
+    return torch.nn.functional.cross_entropy(logits.flatten(0, 1), targets.flatten()).item()
+
+
 def test_train_epoch_trains_and_evaluate_split_evaluates_in_their_modes():
     tokens, targets = _offset_batch()
-    model = Lookup(dropout=0.5).eval()
-    modes = modes_during(model, lambda: train.train_epoch(
-        model, torch.optim.SGD(model.parameters(), lr=0.1), tokens, targets,
-        torch.Generator().manual_seed(7), batch_size=4, max_steps=100))
+    # At learning rate 0 the weights stay: only dropout (training mode) moves the loss
+    # train_epoch reports away from the eval-mode loss.
+    model = stubs.Lookup(dropout=0.5).eval()
+    modes, result = stubs.modes_during(
+        model, train.train_epoch, model, SGD(model.parameters(), lr=0.0), tokens, targets,
+        sandbox_torch.Generator().manual_seed(7), batch_size=4, max_steps=100)
     assert modes == {True}, ("train_epoch must put the model in training mode: it ran in "
                              "eval mode, as train.py hands it over after an evaluation")
+    assert abs(float(result["loss"]) - clean_loss(model, tokens, targets)) > 1e-3, (
+        "train_epoch must put the model in training mode: its loss is the eval-mode loss "
+        "(dropout off), as if it ran in the eval mode train.py hands it over in")
     model.train()
-    modes = modes_during(model, lambda: train.evaluate_split(model, tokens, targets))
+    modes, result = stubs.modes_during(model, train.evaluate_split, model, tokens, targets)
     assert modes == {False}, ("evaluate_split must run in eval mode (dropout off): it ran in "
                               "training mode")
+    assert float(result["loss"]) == pytest.approx(clean_loss(model, tokens, targets),
+                                                  rel=1e-6), (
+        "evaluate_split must run in eval mode (dropout off): its loss is not the eval-mode "
+        "loss of the model's logits")
