@@ -7,12 +7,17 @@ import math
 import pytest
 import torch
 
-from problem2 import evaluate
 from problem2.dataset import IGNORE_INDEX
 from problem2.model import POSITIONS
-from tests.tiny import ReadsKeyAtDistance, modes_during, offset_runs
+from tests.seam import submission
+from tests.tiny import offset_data, script_args
 
 pytestmark = pytest.mark.p2e
+
+evaluate = submission("problem2.evaluate")
+train = submission("problem2.train")
+ReadsKeyAtDistance = submission("tests.tiny").ReadsKeyAtDistance  # next to the code
+stubs = submission("tests.tiny_problem2")
 
 
 @pytest.fixture(scope="module")
@@ -24,7 +29,13 @@ def problem2_runs(tmp_path_factory):
 
     def runs():
         if not done:
-            done["runs"] = offset_runs(tmp_path_factory.mktemp("problem2"), evaluate=True)
+            root = tmp_path_factory.mktemp("problem2")
+            data = offset_data(root)
+            args = script_args(root, data)
+            for position in POSITIONS:
+                assert train.main(["--position", position, "--steps", "3", *args]) == 0
+            assert evaluate.main(args) == 0
+            done["runs"] = data, root / "results"
         return done["runs"]
 
     return runs
@@ -128,17 +139,21 @@ def test_per_position_counts_runs_in_eval_mode():
     tokens = torch.tensor([[0] * 64 + [1] * 64])
     targets = torch.full_like(tokens, IGNORE_INDEX)
     targets[:, 7:] = tokens[:, :-7]
-    model = ReadsKeyAtDistance(7).train()
-    modes = modes_during(model, lambda: evaluate.per_position_counts(model, tokens, targets))
+    # The stub predicts token 0 in eval mode (right at 7..70) and token 1 in training mode.
+    model = stubs.PredictsZeroInEvalMode().train()
+    modes, counts = stubs.modes_during(model, evaluate.per_position_counts, model, tokens,
+                                       targets)
     assert modes == {False}, "per_position_counts must run the model in eval mode"
+    assert counts["correct"].tolist() == [0] * 7 + [1] * 64 + [0] * 57, (
+        "per_position_counts must run the model in eval mode: its counts are those of the "
+        "model's training-mode predictions")
 
 
 def test_score_shift_errors_reports_the_maximum_and_the_median(monkeypatch):
     """With score_shift_invariance replaced by known values: max and median per the
     docstring (a mean would give 34.33 for the median here)."""
-    values = {"rotary": iter([0.1, 0.3, 0.2]), "sinusoidal": iter([1.0, 100.0, 2.0])}
-    monkeypatch.setattr(evaluate, "score_shift_invariance",
-                        lambda q, k, shift, scheme, *rest, **positions: next(values[scheme]))
+    values = {"rotary": [0.1, 0.3, 0.2], "sinusoidal": [1.0, 100.0, 2.0]}
+    monkeypatch.setattr(evaluate, "score_shift_invariance", stubs.ScriptedScoreShifts(values))
     found = evaluate.score_shift_errors(8, samples=3)
     assert as_float(found["rotary_score_shift_error"]) == pytest.approx(0.3)
     assert as_float(found["sinusoidal_score_shift_error"]) == pytest.approx(100.0)
