@@ -3,11 +3,14 @@ written out from the pair with Python's string formatting, never by the referenc
 
 import pytest
 import torch
-from torch.utils.data import DataLoader
 
-from problem1.dataset import BOS, PLUS, AdditionDataset
+from problem1.dataset import BOS, PLUS
+from tests.seam import submission
 
 pytestmark = pytest.mark.p1a
+
+AdditionDataset = submission("problem1.dataset").AdditionDataset
+DataLoader = submission("torch.utils.data").DataLoader  # made next to the dataset
 
 PAIRS = [(500, 500), (5, 5), (999, 0), (0, 1), (123, 877), (46, 54), (909, 91), (999, 999)]
 SPLITS = {"train": PAIRS, "val": PAIRS[::-1], "test": PAIRS[2:5]}
