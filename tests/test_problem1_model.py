@@ -3,17 +3,35 @@
 import pytest
 import torch
 
-from problem1.attention import causal_mask
 from problem1.dataset import BOS, PLUS
-from problem1.model import AdditionTransformer, DecoderLayer, EncoderLayer
+from tests.seam import submission
+from tests.tiny_problem1 import causal_mask, use_torch_attention
 
 pytestmark = pytest.mark.p1c
 
+model_module = submission("problem1.model")
+AdditionTransformer = model_module.AdditionTransformer
+DecoderLayer = model_module.DecoderLayer
+EncoderLayer = model_module.EncoderLayer
+
+
+@pytest.fixture(autouse=True)
+def torch_attention(monkeypatch):
+    """The layers under test attend with torch's multi-head attention (TorchAttention) and
+    its causal mask, not Part B's: a mistake in Part B costs no points here."""
+    use_torch_attention(monkeypatch)
+
+
+def inputs(*shapes, seed=0):
+    """Seeded standard normal tensors of these shapes."""
+    generator = torch.Generator().manual_seed(seed)
+    return [torch.randn(*shape, generator=generator) for shape in shapes]
+
 
 def test_encoder_layer_shapes_and_normalized_output():
-    torch.manual_seed(0)
+    submission("torch").manual_seed(0)
     layer = EncoderLayer(16, 4, 32, dropout=0.1).eval()
-    x = torch.randn(2, 7, 16) * 3 + 1
+    x = inputs((2, 7, 16))[0] * 3 + 1
     out, weights = layer(x)
     assert out.shape == (2, 7, 16) and weights.shape == (2, 4, 7, 7), (
         "EncoderLayer must return out [B, T, d_model] and self-attention weights [B, h, T, T]")
@@ -38,9 +56,10 @@ def test_encoder_layer_shapes_and_normalized_output():
 
 
 def test_decoder_layer_is_causal_and_normalized():
-    torch.manual_seed(0)
+    submission("torch").manual_seed(0)
     layer = DecoderLayer(16, 4, 32, dropout=0.1).eval()
-    x, memory = torch.randn(2, 4, 16) * 3 + 1, torch.randn(2, 7, 16)
+    x, memory = inputs((2, 4, 16), (2, 7, 16))
+    x = x * 3 + 1
     out, self_w, cross_w = layer(x, memory)
     assert out.shape == (2, 4, 16) and self_w.shape == (2, 4, 4, 4), (
         "DecoderLayer must return out [B, T, d_model] and self-attention weights [B, h, T, T]")
@@ -74,16 +93,15 @@ def test_decoder_layer_is_causal_and_normalized():
 
 
 def test_layers_return_normalized_tokens_with_learned_affine():
-    torch.manual_seed(0)
+    submission("torch").manual_seed(0)
     encoder = EncoderLayer(16, 4, 32, dropout=0.0)
     decoder = DecoderLayer(16, 4, 32, dropout=0.0)
-    with torch.no_grad():
-        for norm in (encoder.norm2, decoder.norm3):  # the last norm sets the output scale
-            norm.weight.fill_(2.0)
-            norm.bias.fill_(3.0)
-    x = torch.randn(2, 4, 16)
+    for layer, norm in ((encoder, "norm2"), (decoder, "norm3")):  # the last norm sets the scale
+        layer.load_state_dict({f"{norm}.weight": torch.full((16,), 2.0),
+                               f"{norm}.bias": torch.full((16,), 3.0)}, strict=False)
+    x, memory = inputs((2, 4, 16), (2, 7, 16))
     out, _ = encoder(x)
-    out_dec, _, _ = decoder(x, torch.randn(2, 7, 16))
+    out_dec, _, _ = decoder(x, memory)
     for y in (out, out_dec):
         torch.testing.assert_close(y.mean(-1), torch.full((2, 4), 3.0), atol=1e-4, rtol=0)
         torch.testing.assert_close(y.std(-1, unbiased=False), torch.full((2, 4), 2.0),
@@ -91,7 +109,7 @@ def test_layers_return_normalized_tokens_with_learned_affine():
 
 
 def test_transformer_shapes():
-    torch.manual_seed(0)
+    submission("torch").manual_seed(0)
     model = AdditionTransformer().eval()
     assert len(model.encoder_layers) == 2 and len(model.decoder_layers) == 2
     src = torch.tensor([[3, 9, 1, PLUS, 9, 6, 8], [0, 1, 2, PLUS, 5, 9, 7]])

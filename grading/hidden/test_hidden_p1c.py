@@ -5,13 +5,51 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from problem1.model import DecoderLayer, EncoderLayer
+from problem1.model import feed_forward
+from tests.seam import submission
+from tests.tiny_problem1 import TorchAttention, use_torch_attention
 
 pytestmark = pytest.mark.p1c
 
+model_module = submission("problem1.model")
+DecoderLayer = model_module.DecoderLayer
+EncoderLayer = model_module.EncoderLayer
+
+
+@pytest.fixture(autouse=True)
+def torch_attention(monkeypatch):
+    """The layers under test attend with torch's multi-head attention (TorchAttention) and
+    its causal mask, not Part B's: a mistake in Part B costs no points here."""
+    use_torch_attention(monkeypatch)
+
+
+class Twin:
+    """A layer's sublayers rebuilt here from its state_dict: its attentions (TorchAttention),
+    its feed-forward network and its norms' parameters."""
+
+    def __init__(self, layer, d_model=16, num_heads=4, d_ff=32):
+        self.state = layer.state_dict()
+        self.d_model, self.num_heads, self.d_ff = d_model, num_heads, d_ff
+
+    def part(self, prefix, module):
+        module.load_state_dict({name[len(prefix) + 1:]: value for name, value in
+                                self.state.items() if name.startswith(prefix + ".")})
+        return module.eval()
+
+    def attention(self, name):
+        return self.part(name, TorchAttention(self.d_model, self.num_heads))
+
+    @property
+    def ffn(self):
+        return self.part("ffn", feed_forward(self.d_model, self.d_ff))
+
+    def norm(self, name):
+        return self.state[f"{name}.weight"], self.state[f"{name}.bias"]
+
 
 def layer_norm(x, norm):
-    return F.layer_norm(x, (x.size(-1),), norm.weight, norm.bias, norm.eps)
+    weight, bias = norm
+    return F.layer_norm(x, (x.size(-1),), weight, bias, 1e-5)
 
 
 def tril(size):
@@ -20,20 +58,23 @@ def tril(size):
 
 def perturb(module):
     """Move every parameter (the LayerNorms too) off its initial value."""
-    with torch.no_grad():
-        for p in module.parameters():
-            p.add_(0.1 * torch.randn_like(p))
+    module.load_state_dict({name: p + 0.1 * torch.randn_like(p)
+                            for name, p in module.state_dict().items()})
 
 
 def test_encoder_layer_is_the_post_norm_formula():
-    torch.manual_seed(0)
+    submission("torch").manual_seed(0)
     layer = EncoderLayer(16, 4, 32, dropout=0.1).eval()
+    torch.manual_seed(0)
     perturb(layer)
     x = torch.randn(2, 7, 16) * 3 + 1
     out, weights = layer(x)
-    attended, expected_weights = layer.self_attn(x, x, x)
-    h = layer_norm(x + attended, layer.norm1)
-    torch.testing.assert_close(out, layer_norm(h + layer.ffn(h), layer.norm2), msg=lambda m: (
+    twin = Twin(layer)
+    with torch.no_grad():
+        attended, expected_weights = twin.attention("self_attn")(x, x, x)
+        h = layer_norm(x + attended, twin.norm("norm1"))
+        expected = layer_norm(h + twin.ffn(h), twin.norm("norm2"))
+    torch.testing.assert_close(out, expected, msg=lambda m: (
         "EncoderLayer must be post-norm, a LayerNorm after each sublayer's residual sum: is a "
         f"residual connection missing, or a norm applied before its sublayer?\n{m}"))
     torch.testing.assert_close(weights, expected_weights, msg=lambda m: (
@@ -42,16 +83,20 @@ def test_encoder_layer_is_the_post_norm_formula():
 
 
 def test_decoder_layer_is_the_post_norm_formula():
-    torch.manual_seed(0)
+    submission("torch").manual_seed(0)
     layer = DecoderLayer(16, 4, 32, dropout=0.1).eval()
+    torch.manual_seed(0)
     perturb(layer)
     x, memory = torch.randn(2, 4, 16) * 3 + 1, torch.randn(2, 7, 16)
     out, self_w, cross_w = layer(x, memory)
-    attended, expected_self = layer.self_attn(x, x, x, tril(4))
-    h = layer_norm(x + attended, layer.norm1)
-    attended, expected_cross = layer.cross_attn(h, memory, memory)
-    h = layer_norm(h + attended, layer.norm2)
-    torch.testing.assert_close(out, layer_norm(h + layer.ffn(h), layer.norm3), msg=lambda m: (
+    twin = Twin(layer)
+    with torch.no_grad():
+        attended, expected_self = twin.attention("self_attn")(x, x, x, tril(4))
+        h = layer_norm(x + attended, twin.norm("norm1"))
+        attended, expected_cross = twin.attention("cross_attn")(h, memory, memory)
+        h = layer_norm(h + attended, twin.norm("norm2"))
+        expected = layer_norm(h + twin.ffn(h), twin.norm("norm3"))
+    torch.testing.assert_close(out, expected, msg=lambda m: (
         "DecoderLayer must be post-norm, a LayerNorm after each of its three sublayers' "
         "residual sums: is a residual connection missing, a norm misplaced, or the causal "
         f"mask or the memory not used?\n{m}"))
@@ -66,24 +111,28 @@ def test_decoder_layer_is_the_post_norm_formula():
 def test_dropout_sits_on_the_sublayer_outputs():
     # With p = 1 in training mode, dropout zeroes whatever it is applied to: only the
     # residual path and the norms remain, x -> LN2(LN1(x)) and x -> LN3(LN2(LN1(x))).
-    torch.manual_seed(1)
+    submission("torch").manual_seed(1)
     encoder = EncoderLayer(16, 4, 32, dropout=1.0).train()
     decoder = DecoderLayer(16, 4, 32, dropout=1.0).train()
+    torch.manual_seed(1)
     perturb(encoder)
     perturb(decoder)
     x, memory = torch.randn(2, 5, 16), torch.randn(2, 7, 16)
+    encoder_norms, decoder_norms = Twin(encoder), Twin(decoder)
     out, weights = encoder(x)
     dropout_place = ("must act on each sublayer's output before its residual sum, and nowhere "
                      "else: is it applied to the layer's output after the norm, or to the "
                      "residual path?")
-    torch.testing.assert_close(out, layer_norm(layer_norm(x, encoder.norm1), encoder.norm2),
+    expected = layer_norm(layer_norm(x, encoder_norms.norm("norm1")), encoder_norms.norm("norm2"))
+    torch.testing.assert_close(out, expected,
                                msg=lambda m: f"EncoderLayer's dropout {dropout_place}\n{m}")
     torch.testing.assert_close(  # no dropout on weights
         weights.sum(-1), torch.ones(2, 4, 5), msg=lambda m: (
             "EncoderLayer must return the attention weights without dropout, rows summing to "
             f"1\n{m}"))
     out, self_w, cross_w = decoder(x, memory)
-    expected = layer_norm(layer_norm(layer_norm(x, decoder.norm1), decoder.norm2), decoder.norm3)
+    expected = layer_norm(layer_norm(layer_norm(x, decoder_norms.norm("norm1")),
+                                     decoder_norms.norm("norm2")), decoder_norms.norm("norm3"))
     torch.testing.assert_close(out, expected,
                                msg=lambda m: f"DecoderLayer's dropout {dropout_place}\n{m}")
     torch.testing.assert_close(cross_w.sum(-1), torch.ones(2, 4, 5), msg=lambda m: (
@@ -92,8 +141,9 @@ def test_dropout_sits_on_the_sublayer_outputs():
 
 
 def test_decoder_passes_its_masks_on():
-    torch.manual_seed(2)
+    submission("torch").manual_seed(2)
     layer = DecoderLayer(16, 4, 32, dropout=0.0).eval()
+    torch.manual_seed(2)
     x, memory = torch.randn(2, 4, 16), torch.randn(2, 6, 16)
     # an explicit all-True self mask: no longer causal, a later token reaches position 0
     full = torch.ones(4, 4, dtype=torch.bool)
@@ -113,8 +163,9 @@ def test_decoder_passes_its_masks_on():
 
 
 def test_encoder_passes_its_mask_on():
-    torch.manual_seed(3)
+    submission("torch").manual_seed(3)
     layer = EncoderLayer(16, 4, 32, dropout=0.0).eval()
+    torch.manual_seed(3)
     x = torch.randn(2, 5, 16)
     keep = torch.ones(2, 1, 1, 5, dtype=torch.bool)
     keep[1, ..., 2:] = False
