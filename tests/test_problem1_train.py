@@ -1,5 +1,9 @@
 """Problem 1, Part D: steps_to_95, the training step, greedy validation, and train.py end to
-end on a tiny data folder with a few steps (no real training)."""
+end on a tiny data folder with a few steps (no real training).
+
+train_step and validate are tested on StandInAdder (tests/tiny_problem1.py), the provided
+stack over stand-in layers, and on stand-in splits, so that a mistake in Parts A-C costs no
+points here; the end-to-end run uses your own dataset and model."""
 
 import json
 
@@ -7,13 +11,18 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from problem1 import train
-from problem1.dataset import BOS, PLUS, AdditionDataset
-from problem1.model import AdditionTransformer
-from problem1.train import steps_to_95, train_step, validate
-from tests.tiny import addition_data, modes_during, script_args
+from problem1.dataset import BOS, PLUS
+from problem1.model import score_predictions
+from tests.seam import submission
+from tests.tiny import addition_data, script_args
+from tests.tiny_problem1 import adder_and_twin, split
 
 pytestmark = pytest.mark.p1d
+
+train = submission("problem1.train")
+steps_to_95, train_step, validate = train.steps_to_95, train.train_step, train.validate
+optim = submission("torch.optim")  # optimizers of the model under test are made next to it
+stand_ins = submission("tests.tiny_problem1")
 
 
 def test_steps_to_95():
@@ -27,37 +36,45 @@ def test_steps_to_95():
 
 
 def test_train_step_takes_one_step_on_the_teacher_forced_loss():
-    torch.manual_seed(0)
-    model = AdditionTransformer(dropout=0.0)
-    twin = AdditionTransformer(dropout=0.0)
-    twin.load_state_dict(model.state_dict())
+    model, twin = adder_and_twin(0, dropout=0.0)
     src = torch.tensor([[3, 9, 1, PLUS, 9, 6, 8], [0, 1, 2, PLUS, 5, 9, 7]])
     tgt_out = torch.tensor([[1, 3, 5, 9], [0, 6, 0, 9]])
     tgt_in = torch.tensor([[BOS, 1, 3, 5], [BOS, 0, 6, 0]])
     # the loss that train_step must report: cross-entropy of the logits against tgt_out
     logits, _ = twin(src, tgt_in)
     expected = F.cross_entropy(logits.reshape(-1, 12), tgt_out.reshape(-1))
-    loss = train_step(model, torch.optim.Adam(model.parameters(), lr=1e-3), src, tgt_in, tgt_out)
+    loss = train_step(model, optim.Adam(model.parameters(), lr=1e-3), src, tgt_in, tgt_out)
     assert float(loss) == pytest.approx(expected.item(), rel=1e-5), (
         "train_step must return the mean cross-entropy of the logits against tgt_out: is the "
         "loss summed instead of averaged, or computed against the wrong targets?")
-    changed = [name for name, p in model.named_parameters()
+    changed = [name for name, p in model.state_dict().items()
                if not torch.equal(p, twin.state_dict()[name])]
     assert changed, "train_step must take an optimizer step: no parameter changed"
 
 
-def test_validate_decodes_greedily(tmp_path):
-    data = addition_data(tmp_path, n_train=8)
-    dataset = AdditionDataset(data, "val", "forward")
-    torch.manual_seed(0)
-    model = AdditionTransformer().eval()
+def random_sums(n: int, seed: int):
+    """(src [n, 7], tgt_in [n, 4]): random digits around PLUS, and BOS before random digits."""
+    generator = torch.Generator().manual_seed(seed)
+    src = torch.randint(0, 10, (n, 7), generator=generator)
+    src[:, 3] = PLUS
+    tgt_in = torch.randint(0, 10, (n, 4), generator=generator)
+    tgt_in[:, 0] = BOS
+    return src, tgt_in
+
+
+def test_validate_decodes_greedily():
+    model, twin = adder_and_twin(0)
+    twin.eval()
     with torch.no_grad():  # the argmax is a digit whether or not PLUS and BOS compete
-        model.output.bias[PLUS] = model.output.bias[BOS] = -100.0
-    predicted = model.generate(dataset.src)
-    dataset.tgt_out = predicted.clone()  # the model's own greedy digits are all right ...
-    dataset.tgt_out[0, 3] = (predicted[0, 3] + 1) % 10  # ... but for one digit of one sum
-    exact, token = validate(model, dataset)
-    n = len(dataset)
+        twin.output.bias[PLUS] = twin.output.bias[BOS] = -100.0
+    model.load_state_dict(twin.state_dict())
+    model.eval()
+    src, tgt_in = random_sums(24, seed=0)
+    predicted = twin.generate(src)
+    tgt_out = predicted.clone()  # the model's own greedy digits are all right ...
+    tgt_out[0, 3] = (predicted[0, 3] + 1) % 10  # ... but for one digit of one sum
+    exact, token = validate(model, split(src, tgt_in, tgt_out))
+    n = len(src)
     assert float(exact) == pytest.approx((n - 1) / n), (
         "validate must score the model's own greedy decoding (model.generate), one sum wrong "
         "here: is it teacher-forced on tgt_in instead?")
@@ -71,7 +88,7 @@ def test_train_end_to_end(tmp_path):
     args = script_args(tmp_path, data)
     results = tmp_path / "results"
     command = ["--digit_order", "reversed", "--train_size", "4000", "--steps", "3"] + args
-    assert train.main(command) == 0
+    assert train.main(command) == 0  # your dataset and model, trained for 3 steps
     log = json.loads((results / "training_log_reversed_n4000.json").read_text())
     assert log["run"] == "reversed_n4000"
     assert log["config"]["lr"] == 1e-3 and log["config"]["batch_size"] == 128
@@ -100,11 +117,8 @@ def _batches(n: int = 3):
 def test_train_step_clears_the_gradients_between_steps():
     """Three calls of train_step give the same weights as three plain Adam steps, each on
     its own batch's gradient."""
-    torch.manual_seed(0)
-    model = AdditionTransformer(dropout=0.0)
-    twin = AdditionTransformer(dropout=0.0)
-    twin.load_state_dict(model.state_dict())
-    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    model, twin = adder_and_twin(0, dropout=0.0)
+    optimizer = optim.Adam(model.parameters(), lr=1e-3)
     twin_optimizer = torch.optim.Adam(twin.parameters(), lr=1e-3)
     for src, tgt_in, tgt_out in _batches():
         train_step(model, optimizer, src, tgt_in, tgt_out)
@@ -112,7 +126,7 @@ def test_train_step_clears_the_gradients_between_steps():
         logits, _ = twin(src, tgt_in)
         F.cross_entropy(logits.reshape(-1, 12), tgt_out.reshape(-1)).backward()
         twin_optimizer.step()
-    for (name, p), q in zip(model.named_parameters(), twin.parameters()):
+    for (name, p), q in zip(model.state_dict().items(), twin.state_dict().values()):
         assert torch.allclose(p, q, atol=1e-6), (
             f"train_step must clear the gradients before each backward pass: after three "
             f"steps {name} differs from three Adam steps on their own gradients (are the "
@@ -121,21 +135,41 @@ def test_train_step_clears_the_gradients_between_steps():
 
 def test_train_step_runs_in_training_mode():
     """train.py validates between steps, which leaves the model in eval mode."""
-    torch.manual_seed(0)
-    model = AdditionTransformer(dropout=0.5).eval()
+    model, twin = adder_and_twin(0, dropout=0.5)
+    model.eval()
     src, tgt_in, tgt_out = _batches(1)[0]
-    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
-    modes = modes_during(model, lambda: train_step(model, optimizer, src, tgt_in, tgt_out))
-    assert modes == {True}, ("train_step must put the model in training mode (dropout on): "
-                             "it ran in eval mode, as the model was handed over after a "
-                             "validation")
+    optimizer = optim.SGD(model.parameters(), lr=0.0)  # the weights stay the twin's
+    message = ("train_step must put the model in training mode (dropout on): it ran in eval "
+               "mode, as the model was handed over after a validation")
+    modes, _ = stand_ins.modes_during(model, train_step, model, optimizer, src, tgt_in,
+                                      tgt_out)
+    assert modes == {True}, message
+    # the loss it reports is the training-mode loss, dropout's masks drawn from the same seed
+    model.eval()
+    submission("torch").manual_seed(1)
+    loss = train_step(model, optimizer, src, tgt_in, tgt_out)
+    torch.manual_seed(1)
+    logits, _ = twin.train()(src, tgt_in)
+    expected = F.cross_entropy(logits.reshape(-1, 12), tgt_out.reshape(-1)).item()
+    with torch.no_grad():
+        logits, _ = twin.eval()(src, tgt_in)
+    eval_loss = F.cross_entropy(logits.reshape(-1, 12), tgt_out.reshape(-1)).item()
+    assert expected != pytest.approx(eval_loss, rel=1e-3)  # dropout shows in the loss
+    assert float(loss) == pytest.approx(expected, rel=1e-5), message
 
 
-def test_validate_runs_in_eval_mode(tmp_path):
+def test_validate_runs_in_eval_mode():
     """train.py hands validate a model in training mode, with dropout."""
-    dataset = AdditionDataset(addition_data(tmp_path, n_train=8), "val", "forward")
-    torch.manual_seed(0)
-    model = AdditionTransformer(dropout=0.5).train()
-    modes = modes_during(model, lambda: validate(model, dataset))
-    assert modes == {False}, ("validate must decode in eval mode (dropout off): it ran in "
-                              "training mode, so its score changes from call to call")
+    model, twin = adder_and_twin(0, dropout=0.5)
+    model.train()
+    src, tgt_in = random_sums(24, seed=1)
+    targets = twin.eval().generate(src)  # what eval-mode greedy decoding gives
+    dataset = split(src, tgt_in, targets)
+    message = ("validate must decode in eval mode (dropout off): it ran in training mode, so "
+               "its score changes from call to call")
+    modes, _ = stand_ins.modes_during(model, validate, model, dataset)
+    assert modes == {False}, message
+    torch.manual_seed(2)  # training-mode decoding, with dropout, misses some digits
+    assert score_predictions(twin.train().generate(src), targets)[0] < 1
+    model.train()
+    assert [float(x) for x in validate(model, dataset)] == [1.0, 1.0], message

@@ -7,11 +7,15 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from problem1.dataset import BOS, PLUS, AdditionDataset
-from problem1.model import AdditionTransformer
-from problem1.train import steps_to_95, train_step, validate
+from problem1.dataset import BOS, PLUS
+from tests.seam import submission
+from tests.tiny_problem1 import adder_and_twin, split
 
 pytestmark = pytest.mark.p1d
+
+train = submission("problem1.train")
+steps_to_95, train_step, validate = train.steps_to_95, train.train_step, train.validate
+optim = submission("torch.optim")  # optimizers of the model under test are made next to it
 
 
 def batch(n=6, seed=0):
@@ -28,12 +32,9 @@ def batch(n=6, seed=0):
 
 
 def test_train_step_is_one_adam_step_on_the_teacher_forced_loss():
-    torch.manual_seed(1)
-    model = AdditionTransformer(dropout=0.0)
-    twin = AdditionTransformer(dropout=0.0)
-    twin.load_state_dict(model.state_dict())
+    model, twin = adder_and_twin(1, dropout=0.0)
     src, tgt_in, tgt_out = batch()
-    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    optimizer = optim.Adam(model.parameters(), lr=1e-3)
     twin_optimizer = torch.optim.Adam(twin.parameters(), lr=1e-3)
     for _ in range(2):  # two steps: the optimizer state carries over between calls
         loss = train_step(model, optimizer, src, tgt_in, tgt_out)
@@ -43,42 +44,38 @@ def test_train_step_is_one_adam_step_on_the_teacher_forced_loss():
         expected.backward()
         twin_optimizer.step()
         assert float(loss) == pytest.approx(expected.item(), rel=1e-5)
-    for (name, p), q in zip(model.named_parameters(), twin.parameters()):
+    for (name, p), q in zip(model.state_dict().items(), twin.state_dict().values()):
         torch.testing.assert_close(p, q, atol=1e-6, rtol=1e-5, msg=name)
 
 
 def test_train_step_loss_is_the_mean_over_the_four_digits():
-    torch.manual_seed(2)
-    model = AdditionTransformer(dropout=0.0)
+    model, twin = adder_and_twin(2, dropout=0.0)
     src, tgt_in, tgt_out = batch(n=1, seed=3)
     with torch.no_grad():
-        log_probs = model(src, tgt_in)[0].log_softmax(-1)[0]  # [4, 12]
+        log_probs = twin(src, tgt_in)[0].log_softmax(-1)[0]  # [4, 12]
     expected = -sum(log_probs[j, tgt_out[0, j]].item() for j in range(4)) / 4
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.0)
+    optimizer = optim.SGD(model.parameters(), lr=0.0)
     assert float(train_step(model, optimizer, src, tgt_in, tgt_out)) == pytest.approx(
         expected, rel=1e-5)
 
 
-def test_validate_never_reads_tgt_in(tmp_path):
-    folder = tmp_path / "addition"
-    folder.mkdir()
-    rng = random.Random(4)
-    (folder / "val.csv").write_text("a,b\n" + "".join(
-        f"{rng.randint(0, 999)},{rng.randint(0, 999)}\n" for _ in range(40)))
-    dataset = AdditionDataset(tmp_path, "val", "reversed")
-    torch.manual_seed(5)
-    model = AdditionTransformer().eval()
+def test_validate_never_reads_tgt_in():
+    src, tgt_in, _ = batch(n=40, seed=4)
+    model, twin = adder_and_twin(5)
+    twin.eval()
     with torch.no_grad():  # the argmax is a digit whether or not PLUS and BOS compete
-        model.output.bias[PLUS] = model.output.bias[BOS] = -100.0
-    greedy = model.generate(dataset.src)
-    dataset.tgt_out = greedy.clone()
-    dataset.tgt_in = torch.full_like(dataset.tgt_in, 7)  # nonsense: teacher forcing would fail
-    dataset.tgt_in[:, 0] = BOS
-    exact, token = validate(model, dataset, torch.device("cpu"))
+        twin.output.bias[PLUS] = twin.output.bias[BOS] = -100.0
+    model.load_state_dict(twin.state_dict())
+    model.eval()
+    greedy = twin.generate(src)
+    tgt_out = greedy.clone()
+    tgt_in = torch.full_like(tgt_in, 7)  # nonsense: teacher forcing would fail
+    tgt_in[:, 0] = BOS
+    exact, token = validate(model, split(src, tgt_in, tgt_out), torch.device("cpu"))
     assert (float(exact), float(token)) == (1.0, 1.0)
-    dataset.tgt_out[:10, 1] = (greedy[:10, 1] + 5) % 10  # 10 sums wrong in one digit
-    dataset.tgt_out[:5, 2] = (greedy[:5, 2] + 5) % 10    # 5 of them in a second digit
-    exact, token = validate(model, dataset)
+    tgt_out[:10, 1] = (greedy[:10, 1] + 5) % 10  # 10 sums wrong in one digit
+    tgt_out[:5, 2] = (greedy[:5, 2] + 5) % 10    # 5 of them in a second digit
+    exact, token = validate(model, split(src, tgt_in, tgt_out))
     assert float(exact) == pytest.approx(30 / 40)
     assert float(token) == pytest.approx(1 - 15 / 160)
 
