@@ -8,9 +8,14 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from problem1.attention import MultiHeadAttention, causal_mask, scaled_dot_product_attention
+from tests.seam import submission
 
 pytestmark = pytest.mark.p1b
+
+attention = submission("problem1.attention")
+MultiHeadAttention = attention.MultiHeadAttention
+causal_mask = attention.causal_mask
+scaled_dot_product_attention = attention.scaled_dot_product_attention
 
 
 def test_causal_mask_by_hand():
@@ -68,15 +73,17 @@ def test_split_heads_gives_head_i_its_columns():
 
 
 def test_cross_attention_with_key_padding_matches_torch():
-    torch.manual_seed(5)
     d_model, h = 12, 3
+    submission("torch").manual_seed(5)
     mha = MultiHeadAttention(d_model, h)
+    torch.manual_seed(5)
     ref = torch.nn.MultiheadAttention(d_model, h, batch_first=True)
+    state = mha.state_dict()
     with torch.no_grad():
-        ref.in_proj_weight.copy_(torch.cat([mha.W_q.weight, mha.W_k.weight, mha.W_v.weight]))
-        ref.in_proj_bias.copy_(torch.cat([mha.W_q.bias, mha.W_k.bias, mha.W_v.bias]))
-        ref.out_proj.weight.copy_(mha.W_o.weight)
-        ref.out_proj.bias.copy_(mha.W_o.bias)
+        ref.in_proj_weight.copy_(torch.cat([state[f"W_{p}.weight"] for p in "qkv"]))
+        ref.in_proj_bias.copy_(torch.cat([state[f"W_{p}.bias"] for p in "qkv"]))
+        ref.out_proj.weight.copy_(state["W_o.weight"])
+        ref.out_proj.bias.copy_(state["W_o.bias"])
     query, memory = torch.randn(2, 3, d_model), torch.randn(2, 5, d_model)
     keep = torch.tensor([[True] * 5, [True, True, False, False, False]])
     out, weights = mha(query, memory, memory, keep[:, None, None, :])
@@ -93,15 +100,21 @@ def test_cross_attention_with_key_padding_matches_torch():
 
 
 def test_mha_keys_and_values_may_differ():
-    torch.manual_seed(6)
+    submission("torch").manual_seed(6)
     mha = MultiHeadAttention(8, 2)
+    torch.manual_seed(6)
     query, key, value = torch.randn(1, 2, 8), torch.randn(1, 4, 8), torch.randn(1, 4, 8)
     out, weights = mha(query, key, value)
-    q = mha.W_q(query).view(1, 2, 2, 4).transpose(1, 2)
-    k = mha.W_k(key).view(1, 4, 2, 4).transpose(1, 2)
-    v = mha.W_v(value).view(1, 4, 2, 4).transpose(1, 2)
+    state = mha.state_dict()
+
+    def project(name, x):  # the projection W_name of MultiHeadAttention, here
+        return F.linear(x, state[f"{name}.weight"], state[f"{name}.bias"])
+
+    q = project("W_q", query).view(1, 2, 2, 4).transpose(1, 2)
+    k = project("W_k", key).view(1, 4, 2, 4).transpose(1, 2)
+    v = project("W_v", value).view(1, 4, 2, 4).transpose(1, 2)
     expected = F.scaled_dot_product_attention(q, k, v).transpose(1, 2).reshape(1, 2, 8)
-    torch.testing.assert_close(out, mha.W_o(expected), msg=lambda m: (
+    torch.testing.assert_close(out, project("W_o", expected), msg=lambda m: (
         "MultiHeadAttention must project the query, key and value inputs each with its own "
         f"projection: are the values projected from the key input?\n{m}"))
     assert weights.shape == (1, 2, 2, 4), (
