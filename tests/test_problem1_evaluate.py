@@ -1,33 +1,37 @@
 """Problem 1, Part E: head removal, single-head ablation, greedy pruning, mean attention
-maps, and evaluate.py end to end on a tiny data folder (after a 3-step training run)."""
+maps, and evaluate.py end to end on a tiny data folder (after a 3-step training run).
+
+The Part E functions are tested on StandInAdder (tests/tiny_problem1.py), the provided stack
+over stand-in layers whose attentions have MultiHeadAttention's W_o and d_k, on stand-in
+splits and on hand-made scores, so that a mistake in Parts A-D costs no points here; the
+end-to-end run uses your own code of every part."""
 
 import copy
 import json
-from types import SimpleNamespace
 
 import pytest
 import torch
 
-from problem1 import evaluate, train
-from problem1.dataset import BOS, AdditionDataset
-from problem1.evaluate import (
-    HEAD_NAMES,
-    HeadRemovalScorer,
-    greedy_pruning,
-    mean_attention_maps,
-    remove_head,
-    single_head_ablation,
-)
-from problem1.model import AdditionTransformer, score_predictions
+from problem1.dataset import BOS
+from problem1.evaluate import HEAD_NAMES, attention_module
+from problem1.model import score_predictions
+from tests.seam import submission
 from tests.tiny import addition_data, script_args
+from tests.tiny_problem1 import adder_and_twin, random_items, split
 
 pytestmark = pytest.mark.p1e
 
+evaluate, train = submission("problem1.evaluate"), submission("problem1.train")
+greedy_pruning, mean_attention_maps = evaluate.greedy_pruning, evaluate.mean_attention_maps
+remove_head, single_head_ablation = evaluate.remove_head, evaluate.single_head_ablation
+HeadRemovalScorer = submission("problem1.heads").HeadRemovalScorer  # given; calls remove_head
+stand_ins = submission("tests.tiny_problem1")
+
 
 def test_remove_head_changes_exactly_one_head():
-    torch.manual_seed(0)
-    model = AdditionTransformer().eval()
-    before = {k: v.clone() for k, v in model.state_dict().items()}
+    model, _ = adder_and_twin(0)
+    model.eval()
+    before = model.state_dict()
     assert remove_head(model, "dec1.cross.h2") is None, (
         "remove_head must change the model in place and return None")
     after = model.state_dict()
@@ -49,12 +53,13 @@ def test_remove_head_changes_exactly_one_head():
 
 
 def test_remove_head_names_map_to_their_modules():
-    model = AdditionTransformer()
+    model, _ = adder_and_twin(1)
     remove_head(model, "enc0.self.h0")
     remove_head(model, "dec0.self.h3")
-    assert (model.encoder_layers[0].self_attn.W_o.weight[:, :32] == 0).all()
-    assert (model.decoder_layers[0].self_attn.W_o.weight[:, 96:] == 0).all()
-    assert (model.decoder_layers[0].cross_attn.W_o.weight != 0).all()
+    state = model.state_dict()
+    assert (state["encoder_layers.0.self_attn.W_o.weight"][:, :32] == 0).all()
+    assert (state["decoder_layers.0.self_attn.W_o.weight"][:, 96:] == 0).all()
+    assert (state["decoder_layers.0.cross_attn.W_o.weight"] != 0).all()
 
 
 # A score over sets of removed heads, worked out by hand. Alone, B costs least (0.05), then
@@ -65,12 +70,13 @@ HAND_SCORES = {(): 1.0, ("A",): 0.9, ("B",): 0.95, ("C",): 0.5,
                ("A", "B"): 0.2, ("B", "C"): 0.6, ("A", "C"): 0.4, ("A", "B", "C"): 0.0}
 
 
-def hand_score(removed):
-    return HAND_SCORES[tuple(sorted(removed))]
+def hand_score():
+    """HAND_SCORES as a score next to the code under test."""
+    return stand_ins.ScoreTable({frozenset(heads): value for heads, value in HAND_SCORES.items()})
 
 
 def test_greedy_pruning_recomputes_costs():
-    curve = greedy_pruning(hand_score, heads=["A", "B", "C"])
+    curve = greedy_pruning(hand_score(), heads=["A", "B", "C"])
     assert curve == [{"removed": [], "test_exact_match": 1.0},
                      {"removed": ["B"], "test_exact_match": 0.95},
                      {"removed": ["B", "C"], "test_exact_match": 0.6},
@@ -81,22 +87,20 @@ def test_greedy_pruning_recomputes_costs():
 
 
 def test_greedy_pruning_breaks_ties_by_head_order():
-    curve = greedy_pruning(lambda removed: 1.0, heads=["X", "Y", "Z"])
+    curve = greedy_pruning(stand_ins.ScoreTable({}, default=1.0), heads=["X", "Y", "Z"])
     assert [point["removed"] for point in curve] == [[], ["X"], ["X", "Y"], ["X", "Y", "Z"]]
 
 
 def test_single_head_ablation():
-    assert single_head_ablation(hand_score, heads=["A", "B", "C"]) == {
+    assert single_head_ablation(hand_score(), heads=["A", "B", "C"]) == {
         "A": 0.9, "B": 0.95, "C": 0.5}
 
 
-def test_mean_attention_maps_shapes_and_means(tmp_path):
-    data = addition_data(tmp_path, n_train=8, n_eval=6)
-    pairs = (data / "addition" / "test.csv").read_text().splitlines()[1:]
-    (data / "addition" / "val.csv").write_text("a,b\n" + "\n".join(pairs[3:]) + "\n")
-    torch.manual_seed(0)
-    model = AdditionTransformer().eval()
-    maps = mean_attention_maps(model, AdditionDataset(data, "test", "forward"))
+def test_mean_attention_maps_shapes_and_means():
+    items = random_items(6, seed=0)
+    model, _ = adder_and_twin(0)
+    model.eval()
+    maps = mean_attention_maps(model, split(*items))
     shapes = ("mean_attention_maps must give one [layers, heads, T_q, T_k] map per kind: "
               "encoder [2, 4, 7, 7], decoder_self [2, 4, 4, 4], decoder_cross [2, 4, 4, 7]")
     assert (maps["encoder"].shape == (2, 4, 7, 7)
@@ -110,8 +114,8 @@ def test_mean_attention_maps_shapes_and_means(tmp_path):
     assert (maps["decoder_self"].triu(1) == 0).all(), (  # causal
         "the decoder_self map must be causal: zero above the diagonal")
     # the mean over six sums is the mean of the means over their two halves
-    first = mean_attention_maps(model, AdditionDataset(data, "test", "forward", max_pairs=3))
-    second = mean_attention_maps(model, AdditionDataset(data, "val", "forward"))
+    first = mean_attention_maps(model, split(*(t[:3] for t in items)))
+    second = mean_attention_maps(model, split(*(t[3:] for t in items)))
     for name in ("encoder", "decoder_self", "decoder_cross"):
         torch.testing.assert_close(
             maps[name], (first[name] + second[name]) / 2, msg=lambda m, name=name: (
@@ -119,20 +123,24 @@ def test_mean_attention_maps_shapes_and_means(tmp_path):
                 f"one example's map (the first) or a mean over part of the dataset only?\n{m}"))
 
 
-def test_head_removal_scorer_matches_greedy_decoding(tmp_path):
-    data = addition_data(tmp_path, n_train=8, n_eval=200)
-    src = AdditionDataset(data, "test", "reversed").src
-    torch.manual_seed(0)
-    model = AdditionTransformer().eval()
+def test_head_removal_scorer_matches_greedy_decoding():
+    src, _, _ = random_items(200, seed=1)
+    model, twin = adder_and_twin(0)
+    twin.eval()
     with torch.no_grad():  # a model whose outputs depend strongly on every head
-        for p in model.parameters():
+        for p in twin.parameters():
             p.mul_(3.0)
-    before = copy.deepcopy(model.state_dict())
+    model.load_state_dict(twin.state_dict())
+    model.eval()
+    before = model.state_dict()
 
-    def greedy(removed):
-        other = copy.deepcopy(model)
-        for name in removed:
-            remove_head(other, name)
+    def greedy(removed):  # the twin's greedy decoding without those heads, here
+        other = copy.deepcopy(twin)
+        with torch.no_grad():  # head h of an attention: W_o's input columns h*d_k:(h+1)*d_k
+            for name in removed:
+                attention, head = name.rsplit(".", 1)
+                h = int(head[1:])
+                attention_module(other, attention).W_o.weight[:, 32 * h:32 * (h + 1)] = 0.0
         return other.generate(src)
 
     # Targets that some head sets get partly right: even rows from the full model, odd rows
@@ -140,9 +148,8 @@ def test_head_removal_scorer_matches_greedy_decoding(tmp_path):
     targets = greedy([])
     targets[1::2] = greedy(["dec0.self.h3"])[1::2]
     bos = torch.full_like(targets[:, :1], BOS)
-    split = SimpleNamespace(src=src, tgt_in=torch.cat([bos, targets[:, :-1]], dim=1),
-                            tgt_out=targets)
-    score = HeadRemovalScorer(model, split, "cpu")
+    score = HeadRemovalScorer(model, split(src, torch.cat([bos, targets[:, :-1]], dim=1),
+                                           targets), "cpu")
     # Sets in an order that makes the scorer restore weights and switch cached encoder
     # outputs; each score must be greedy decoding's exact match against the targets.
     sets = ([], ["enc0.self.h1"], ["dec1.cross.h0", "enc1.self.h2"], [], ["dec0.self.h3"],

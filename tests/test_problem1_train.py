@@ -15,7 +15,7 @@ from problem1.dataset import BOS, PLUS
 from problem1.model import score_predictions
 from tests.seam import submission
 from tests.tiny import addition_data, script_args
-from tests.tiny_problem1 import adder_and_twin, split
+from tests.tiny_problem1 import adder_and_twin, random_items, split
 
 pytestmark = pytest.mark.p1d
 
@@ -52,16 +52,6 @@ def test_train_step_takes_one_step_on_the_teacher_forced_loss():
     assert changed, "train_step must take an optimizer step: no parameter changed"
 
 
-def random_sums(n: int, seed: int):
-    """(src [n, 7], tgt_in [n, 4]): random digits around PLUS, and BOS before random digits."""
-    generator = torch.Generator().manual_seed(seed)
-    src = torch.randint(0, 10, (n, 7), generator=generator)
-    src[:, 3] = PLUS
-    tgt_in = torch.randint(0, 10, (n, 4), generator=generator)
-    tgt_in[:, 0] = BOS
-    return src, tgt_in
-
-
 def test_validate_decodes_greedily():
     model, twin = adder_and_twin(0)
     twin.eval()
@@ -69,7 +59,7 @@ def test_validate_decodes_greedily():
         twin.output.bias[PLUS] = twin.output.bias[BOS] = -100.0
     model.load_state_dict(twin.state_dict())
     model.eval()
-    src, tgt_in = random_sums(24, seed=0)
+    src, tgt_in, _ = random_items(24, seed=0)
     predicted = twin.generate(src)
     tgt_out = predicted.clone()  # the model's own greedy digits are all right ...
     tgt_out[0, 3] = (predicted[0, 3] + 1) % 10  # ... but for one digit of one sum
@@ -162,7 +152,7 @@ def test_validate_runs_in_eval_mode():
     """train.py hands validate a model in training mode, with dropout."""
     model, twin = adder_and_twin(0, dropout=0.5)
     model.train()
-    src, tgt_in = random_sums(24, seed=1)
+    src, tgt_in, _ = random_items(24, seed=1)
     targets = twin.eval().generate(src)  # what eval-mode greedy decoding gives
     dataset = split(src, tgt_in, targets)
     message = ("validate must decode in eval mode (dropout off): it ran in training mode, so "

@@ -22,7 +22,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.data import TensorDataset
 
-from problem1.dataset import VOCAB_SIZE
+from problem1.dataset import BOS, PLUS, VOCAB_SIZE
 from problem1.model import AdditionTransformer, feed_forward, position_table
 from tests.seam import submission
 
@@ -183,6 +183,18 @@ def adder_and_twin(seed: int = 0, **options):
     model = submission("tests.tiny_problem1").StandInAdder(**options)
     model.load_state_dict(twin.state_dict())
     return model, twin
+
+
+def random_items(n: int, seed: int) -> tuple:
+    """(src [n, 7], tgt_in [n, 4], tgt_out [n, 4]) of random digits, seeded: src has PLUS in
+    the middle, tgt_in is BOS then random digits, tgt_out random digits (none of them a
+    sum: the tests that use them need only the shapes and the tokens)."""
+    generator = torch.Generator().manual_seed(seed)
+    src = torch.randint(0, 10, (n, 7), generator=generator)
+    src[:, 3] = PLUS
+    tgt_in = torch.randint(0, 10, (n, 4), generator=generator)
+    tgt_in[:, 0] = BOS
+    return src, tgt_in, torch.randint(0, 10, (n, 4), generator=generator)
 
 
 def split(src, tgt_in, tgt_out):
