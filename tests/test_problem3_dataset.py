@@ -2,18 +2,29 @@
 hand-written files."""
 
 import re
+import shutil
 from pathlib import Path
 
 import pytest
 import torch
 
-from problem3.dataset import IGNORE_INDEX, SmilesDataset, build_vocab
+from problem3.dataset import IGNORE_INDEX
 from provided.smiles import BOS, EOS, PAD
+from tests.seam import submission
 
 pytestmark = pytest.mark.p3a
 
+dataset = submission("problem3.dataset")
+build_vocab = dataset.build_vocab
+SmilesDataset = dataset.SmilesDataset
+
 FIXTURES = Path(__file__).parent / "fixtures"
-TRAIN_FIXTURE = FIXTURES / "smiles_train.txt"
+
+
+@pytest.fixture
+def train_fixture(tmp_path) -> Path:
+    """The 400 fixture strings, copied where the code under test can read them."""
+    return Path(shutil.copy(FIXTURES / "smiles_train.txt", tmp_path / "smiles_train.txt"))
 
 
 def names_line(message: str, path: Path, line: int) -> bool:
@@ -21,23 +32,25 @@ def names_line(message: str, path: Path, line: int) -> bool:
     return re.search(rf"\b{line}\b", message.replace(str(path), "")) is not None
 
 
-def test_build_vocab_has_the_22_tokens_and_specials():
-    vocab = build_vocab(TRAIN_FIXTURE)
+def test_build_vocab_has_the_22_tokens_and_specials(train_fixture):
+    vocab = build_vocab(train_fixture)
     assert len(vocab) == 25 and vocab.itos[:3] == ["<pad>", "<bos>", "<eos>"], (
         "build_vocab must hold the three specials, then every token of every line of the "
         "training file (22 here): are only some of the lines read?")
-    assert vocab.chemistry_tokens == sorted(vocab.chemistry_tokens), (
+    chemistry_tokens = vocab.chemistry_tokens
+    assert chemistry_tokens == sorted(chemistry_tokens), (
         "build_vocab must sort the chemistry tokens")
-    assert {"Cl", "Br", "[nH]", "c"} <= set(vocab.chemistry_tokens), (
+    assert {"Cl", "Br", "[nH]", "c"} <= set(chemistry_tokens), (
         "build_vocab must collect whole tokens (Cl, Br, [nH]) from tokenize, not characters")
 
 
-def test_dataset_item_layout(tmp_path):
-    vocab = build_vocab(TRAIN_FIXTURE)
+def test_dataset_item_layout(tmp_path, train_fixture):
+    vocab = build_vocab(train_fixture)
+    stoi = vocab.stoi
     path = tmp_path / "s.txt"
     path.write_text("CCO\n")
     inputs, targets = SmilesDataset(path, vocab, max_len=8)[0]
-    C, O = vocab.stoi["C"], vocab.stoi["O"]
+    C, O = stoi["C"], stoi["O"]
     assert inputs.dtype == targets.dtype == torch.long and inputs.shape == targets.shape == (7,), (
         "an item must be two torch.long tensors of max_len - 1 positions")
     assert inputs.tolist() == [BOS, C, C, O, EOS, PAD, PAD], (
@@ -48,22 +61,23 @@ def test_dataset_item_layout(tmp_path):
     # The longest allowed string (max_len - 2 = 9 tokens) fills every position; no PAD.
     path.write_text("c1ccccc1Cl\n")
     inputs, targets = SmilesDataset(path, vocab, max_len=11)[0]
-    assert inputs[0] == BOS and inputs[-1] == vocab.stoi["Cl"], (
+    assert inputs[0] == BOS and inputs[-1] == stoi["Cl"], (
         "a string of max_len - 2 tokens must fill the inputs: BOS first, its last token last")
     assert targets[-1] == EOS and (targets != IGNORE_INDEX).all(), (
         "a string of max_len - 2 tokens must fill the targets, EOS last, none ignored")
 
 
-def test_dataset_target_is_input_shifted_by_one():
-    ds = SmilesDataset(TRAIN_FIXTURE, build_vocab(TRAIN_FIXTURE))
-    assert ds.inputs.shape == ds.targets.shape == (400, 51)
-    real = ds.targets != IGNORE_INDEX
-    assert torch.equal(ds.targets[:, :-1][real[:, :-1]], ds.inputs[:, 1:][real[:, :-1]])
+def test_dataset_target_is_input_shifted_by_one(train_fixture):
+    ds = SmilesDataset(train_fixture, build_vocab(train_fixture))
+    inputs, targets = ds.inputs, ds.targets
+    assert inputs.shape == targets.shape == (400, 51)
+    real = targets != IGNORE_INDEX
+    assert torch.equal(targets[:, :-1][real[:, :-1]], inputs[:, 1:][real[:, :-1]])
     # IGNORE_INDEX exactly where the target would be PAD: after EOS, never before or at it.
-    eos_at = (ds.targets == EOS).float().argmax(dim=1)
+    eos_at = (targets == EOS).float().argmax(dim=1)
     positions = torch.arange(51)
     assert torch.equal(~real, positions[None, :] > eos_at[:, None])
-    assert (ds.targets[real] != PAD).all()
+    assert (targets[real] != PAD).all()
 
 
 @pytest.mark.parametrize("bad_line, max_len", [
@@ -71,8 +85,8 @@ def test_dataset_target_is_input_shifted_by_one():
     ("C" * 11, 12),       # 11 tokens, more than max_len - 2 = 10
     ("CC!O", 52),         # does not tokenize
 ])
-def test_dataset_rejects_a_line_naming_its_number(tmp_path, bad_line, max_len):
-    vocab = build_vocab(TRAIN_FIXTURE)
+def test_dataset_rejects_a_line_naming_its_number(tmp_path, train_fixture, bad_line, max_len):
+    vocab = build_vocab(train_fixture)
     path = tmp_path / "bad.txt"
     path.write_text(f"CCO\nCCN\n{bad_line}\nCCC\n")  # the bad line is line 3, counted from 1
     with pytest.raises(ValueError) as error:

@@ -2,52 +2,63 @@
 different lengths written out by hand, the vocabulary it is given, and the line it names."""
 
 import re
+import shutil
 from pathlib import Path
 
 import pytest
 import torch
 
-from problem3.dataset import IGNORE_INDEX, SmilesDataset, build_vocab
-from provided.smiles import BOS, EOS, PAD, SmilesVocab
+from problem3.dataset import IGNORE_INDEX
+from provided.smiles import BOS, EOS, PAD, SmilesVocab, tokenize
+from tests.seam import remote_isinstance, submission
 
 pytestmark = pytest.mark.p3a
 I = IGNORE_INDEX
+
+dataset = submission("problem3.dataset")
+build_vocab = dataset.build_vocab
+SmilesDataset = dataset.SmilesDataset
+sandbox_vocab = submission("provided.smiles").SmilesVocab  # a vocabulary next to the code
 
 
 def test_build_vocab_on_a_small_file(tmp_path):
     path = tmp_path / "train.txt"
     path.write_text("CCO\nc1ccccc1Cl\nC[nH]C\n")
     vocab = build_vocab(path)
-    assert isinstance(vocab, SmilesVocab)
+    assert remote_isinstance(vocab, "provided.smiles.SmilesVocab")
     assert vocab.itos == ["<pad>", "<bos>", "<eos>", "1", "C", "Cl", "O", "[nH]", "c"]
 
 
 def test_rows_of_different_lengths_by_hand(tmp_path):
-    vocab = SmilesVocab(["C", "O", "N", "c", "1"])
-    C, N, O = vocab.stoi["C"], vocab.stoi["N"], vocab.stoi["O"]
+    vocab = sandbox_vocab(["C", "O", "N", "c", "1"])
+    stoi = SmilesVocab(["C", "O", "N", "c", "1"]).stoi  # the same ids, here
+    C, N, O = stoi["C"], stoi["N"], stoi["O"]
     path = tmp_path / "s.txt"
     path.write_text("C\nCO\nNCCO\n")  # 1, 2 and 4 (= max_len - 2) tokens
     ds = SmilesDataset(path, vocab, max_len=6)
     assert len(ds) == 3
-    assert ds.inputs.shape == ds.targets.shape == (3, 5)
-    assert ds.inputs.dtype == ds.targets.dtype == torch.long
-    assert ds.inputs.tolist() == [[BOS, C, EOS, PAD, PAD],
-                                  [BOS, C, O, EOS, PAD],
-                                  [BOS, N, C, C, O]]
-    assert ds.targets.tolist() == [[C, EOS, I, I, I],
-                                   [C, O, EOS, I, I],
-                                   [N, C, C, O, EOS]]
+    all_inputs, all_targets = ds.inputs, ds.targets
+    assert all_inputs.shape == all_targets.shape == (3, 5)
+    assert all_inputs.dtype == all_targets.dtype == torch.long
+    assert all_inputs.tolist() == [[BOS, C, EOS, PAD, PAD],
+                                   [BOS, C, O, EOS, PAD],
+                                   [BOS, N, C, C, O]]
+    assert all_targets.tolist() == [[C, EOS, I, I, I],
+                                    [C, O, EOS, I, I],
+                                    [N, C, C, O, EOS]]
     inputs, targets = ds[1]
-    assert inputs.tolist() == ds.inputs[1].tolist() and targets.tolist() == ds.targets[1].tolist()
+    assert inputs.tolist() == all_inputs[1].tolist()
+    assert targets.tolist() == all_targets[1].tolist()
 
 
 def test_default_max_len_is_52(tmp_path):
     path = tmp_path / "s.txt"
     path.write_text("CCO\n" + "C" * 50 + "\n")  # 50 tokens: the longest allowed
-    vocab = SmilesVocab(["C", "O"])
+    vocab = sandbox_vocab(["C", "O"])
     ds = SmilesDataset(path, vocab)
-    assert ds.inputs.shape == ds.targets.shape == (2, 51)
-    assert ds.targets[1, -1] == EOS and (ds.targets[1] != I).all()
+    inputs, targets = ds.inputs, ds.targets
+    assert inputs.shape == targets.shape == (2, 51)
+    assert targets[1, -1] == EOS and (targets[1] != I).all()
     path.write_text("CCO\n" + "C" * 51 + "\n")
     with pytest.raises(ValueError):
         SmilesDataset(path, vocab)
@@ -55,7 +66,7 @@ def test_default_max_len_is_52(tmp_path):
 
 @pytest.mark.parametrize("bad_line", ["CCCCCCC", "CCS", "C C"])
 def test_the_bad_line_is_named_by_its_number(tmp_path, bad_line):
-    vocab = SmilesVocab(["C", "O", "N"])
+    vocab = sandbox_vocab(["C", "O", "N"])
     path = tmp_path / "lines.txt"
     path.write_text(f"CC\nCO\nNC\n{bad_line}\nCCC\n")  # line 4, counted from 1
     with pytest.raises(ValueError) as error:
@@ -64,14 +75,16 @@ def test_the_bad_line_is_named_by_its_number(tmp_path, bad_line):
     assert re.search(r"\b4\b", message), str(error.value)
 
 
-def test_pad_is_never_a_target_but_eos_always_is():
-    fixture = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "smiles_val.txt"
-    vocab = build_vocab(Path(__file__).resolve().parents[2] / "tests" / "fixtures" /
-                        "smiles_train.txt")
+def test_pad_is_never_a_target_but_eos_always_is(tmp_path):
+    fixtures = Path(__file__).resolve().parents[2] / "tests" / "fixtures"
+    for name in ("smiles_train.txt", "smiles_val.txt"):  # where the code can read them
+        shutil.copy(fixtures / name, tmp_path / name)
+    fixture = tmp_path / "smiles_val.txt"
+    vocab = build_vocab(tmp_path / "smiles_train.txt")
     ds = SmilesDataset(fixture, vocab, max_len=52)
     assert len(ds) == 100
-    assert ((ds.targets == EOS).sum(dim=1) == 1).all()  # one EOS per row
-    assert not (ds.targets == PAD).any()
-    lengths = (ds.targets != I).sum(dim=1)  # tokens + EOS
-    assert lengths.tolist() == [len(vocab.encode(s)) + 1 for s in
-                                fixture.read_text().split()]
+    targets = ds.targets
+    assert ((targets == EOS).sum(dim=1) == 1).all()  # one EOS per row
+    assert not (targets == PAD).any()
+    lengths = (targets != I).sum(dim=1)  # tokens + EOS
+    assert lengths.tolist() == [len(tokenize(s)) + 1 for s in fixture.read_text().split()]
