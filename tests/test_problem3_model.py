@@ -4,10 +4,21 @@
 import pytest
 import torch
 
-from problem3.model import Block, causal_mask
-from tests.tiny import tiny_lm
+from tests.seam import remote_isinstance, submission
 
 pytestmark = pytest.mark.p3b
+
+model_module = submission("problem3.model")
+Block = model_module.Block
+causal_mask = model_module.causal_mask
+tiny_lm = submission("tests.tiny").tiny_lm  # a 2-layer DecoderLM, built next to the code
+sandbox_torch = submission("torch")
+
+
+def seed(n: int) -> None:
+    """Seed torch here and next to the code under test (where the modules are made)."""
+    torch.manual_seed(n)
+    sandbox_torch.manual_seed(n)
 
 
 def test_causal_mask():
@@ -19,7 +30,7 @@ def test_causal_mask():
 
 
 def test_post_block_output_is_normalized_per_token_and_pre_is_not():
-    torch.manual_seed(0)
+    seed(0)
     x = 3 * torch.randn(2, 6, 16) + 1
     post = Block(16, 2, 32, 0.0, "post")(x, causal_mask(6))
     assert post.shape == (2, 6, 16)
@@ -32,7 +43,7 @@ def test_post_block_output_is_normalized_per_token_and_pre_is_not():
 
 @pytest.mark.parametrize("norm", ["pre", "post"])
 def test_block_is_causal(norm):
-    torch.manual_seed(0)
+    seed(0)
     block = Block(16, 4, 32, 0.0, norm)
     x = torch.randn(2, 5, 16)
     changed = x.clone()
@@ -46,13 +57,13 @@ def test_block_is_causal(norm):
 
 
 def test_final_layernorm_only_for_pre():
-    assert isinstance(tiny_lm(norm="pre").ln_f, torch.nn.LayerNorm), (
+    assert remote_isinstance(tiny_lm(norm="pre").ln_f, "torch.nn.LayerNorm"), (
         "a pre-LN DecoderLM must end in a final LayerNorm ln_f")
     post = tiny_lm(norm="post")
-    assert not isinstance(post.ln_f, torch.nn.LayerNorm), (
+    assert not remote_isinstance(post.ln_f, "torch.nn.LayerNorm"), (
         "a post-LN DecoderLM must have no final LayerNorm (ln_f an nn.Identity): its last "
         "block already ends in one")
-    n_norms = sum(isinstance(m, torch.nn.LayerNorm) for m in post.modules())
+    n_norms = sum(remote_isinstance(m, "torch.nn.LayerNorm") for m in post.modules())
     assert n_norms == 4, (  # 2 per block
         "a post-LN DecoderLM must hold two LayerNorms per block and no other")
 
@@ -72,16 +83,13 @@ def test_decoder_is_causal(norm):
 def test_embeddings_are_not_scaled_and_use_default_init():
     model = tiny_lm().eval()
     ids = torch.tensor([[4, 5]])
-    x = model.tok_emb(ids) + model.pos_emb(torch.arange(2))
-    block_in = []
-
-    def record(module, args, kwargs):  # the block's input, passed by position or by name
-        block_in.append(args[0] if args else kwargs["x"])
-
-    model.blocks[0].register_forward_pre_hook(record, with_kwargs=True)
-    model(ids)
+    state = model.state_dict()
+    x = state["tok_emb.weight"][ids] + state["pos_emb.weight"][:2]
+    # the first block's input, passed by position or by name, recorded next to the code
+    block_in, _ = submission("tests.tiny_problem3").inputs_during(model.blocks[0], model, ids)
+    assert block_in, "DecoderLM must run its first block"
     torch.testing.assert_close(block_in[0], x, msg=lambda m: (
         "the first block's input must be tok_emb(ids) + pos_emb(positions), unscaled: is the "
         f"position embedding left out, or an embedding scaled (by sqrt(d_model))?\n{m}"))
-    assert 0.8 < model.tok_emb.weight.std() < 1.2, (  # nn.Embedding's N(0, 1)
+    assert 0.8 < state["tok_emb.weight"].std() < 1.2, (  # nn.Embedding's N(0, 1)
         "tok_emb must keep nn.Embedding's default N(0, 1) initialization")
