@@ -1,5 +1,6 @@
-"""Problem 3, Part C: the learning-rate schedule, the training step and its gradient norms,
-and train.py on the 400 fixture strings for a few steps (nothing trains for real)."""
+"""Problem 3, Part C: the learning-rate schedule, the training step and its gradient norms
+(on TinyLM, a stand-in LM of tests/tiny_problem3.py, so that Part B plays no part), and
+train.py on the 400 fixture strings for a few steps (nothing trains for real)."""
 
 import json
 import math
@@ -9,12 +10,17 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-import problem3.train as tr
 from problem3.config import CLIP_NORM
 from problem3.dataset import IGNORE_INDEX
-from tests.tiny import modes_during, p3_train_args, read_log, smiles_data, tiny_lm
+from tests.seam import submission
+from tests.tiny import p3_train_args, read_log, smiles_data
+from tests.tiny_problem3 import TinyLM
 
 pytestmark = pytest.mark.p3c
+
+tr = submission("problem3.train")
+stubs = submission("tests.tiny_problem3")  # stand-ins, next to the code under test
+SGD = submission("torch.optim").SGD
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -23,6 +29,15 @@ FIXTURES = Path(__file__).parent / "fixtures"
 def data_dir(tmp_path) -> Path:
     """A data folder holding the 400 + 100 fixture strings as the SMILES splits."""
     return smiles_data(tmp_path)
+
+
+def models(**options):
+    """(a stand-in LM next to the code under test, its trusted twin here): train_step
+    needs only the interface of DecoderLM (model(inputs) -> logits, model.head)."""
+    model = stubs.TinyLM(**options)
+    twin = TinyLM(**options)
+    twin.load_state_dict(model.state_dict())
+    return model, twin
 
 
 LR_CASES = [  # (step, warmup, expected) at peak 1e-3
@@ -39,13 +54,14 @@ def test_lr_at_step():
 
 
 def test_train_step_logs_gradient_norms_before_clipping():
-    model, twin = tiny_lm(), tiny_lm()
-    for m in (model, twin):  # large logits, so the total gradient norm exceeds the clip
-        m.head.weight.data.mul_(30)
+    model, twin = models()
+    # large logits, so the total gradient norm exceeds the clip
+    model.load_state_dict({"head.weight": 30 * twin.head.weight.detach()}, strict=False)
+    twin.load_state_dict(model.state_dict())
     inputs = torch.randint(3, 12, (4, 11))
     targets = torch.randint(3, 12, (4, 11))
     targets[:, 8:] = IGNORE_INDEX
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.0)  # lr set by train_step
+    optimizer = SGD(model.parameters(), lr=0.0)  # lr set by train_step
     loss, head_norm, total_norm = tr.train_step(model, optimizer, inputs, targets, lr=1.0)
 
     ref_loss = F.cross_entropy(twin(inputs).reshape(-1, 12), targets.reshape(-1),
@@ -66,7 +82,8 @@ def test_train_step_logs_gradient_norms_before_clipping():
     assert float(total_norm) > CLIP_NORM, (  # so the step below used clipped gradients
         "the total gradient norm logged must be the unclipped one, above CLIP_NORM here")
     # SGD at lr 1: the update is the clipped gradient, of norm exactly CLIP_NORM.
-    update = [(p0 - p1) for p0, p1 in zip(twin.parameters(), model.parameters())]
+    after = model.state_dict()
+    update = [p0 - after[name] for name, p0 in twin.named_parameters()]
     update_norm = math.sqrt(sum(u.pow(2).sum().item() for u in update))
     assert update_norm == pytest.approx(1.0, rel=1e-4), (
         "with SGD at lr 1 the update must be the gradient clipped to norm CLIP_NORM: are the "
@@ -96,14 +113,8 @@ def test_train_end_to_end(data_dir, tmp_path, monkeypatch):
 def test_diverged_run_logs_null_and_finishes(data_dir, tmp_path, monkeypatch):
     monkeypatch.setattr(tr, "LOG_EVERY", 2)
     monkeypatch.setattr(tr, "VAL_EVERY", 2)
-    real_step = tr.train_step
-
-    def blow_up(model, optimizer, inputs, targets, lr):
-        with torch.no_grad():
-            model.head.weight.fill_(float("nan"))
-        return real_step(model, optimizer, inputs, targets, lr)
-
-    monkeypatch.setattr(tr, "train_step", blow_up)
+    # head.weight filled with NaN before each step, next to the code under test
+    monkeypatch.setattr(tr, "train_step", stubs.FillsHeadWithNan(tr.train_step))
     assert tr.main(p3_train_args(data_dir, tmp_path, "--steps", "4")) == 0
     log = read_log(tmp_path, "pre_lr0.001_w3_s4")
     assert log["final_val_loss"] is None
@@ -115,11 +126,11 @@ def test_diverged_run_logs_null_and_finishes(data_dir, tmp_path, monkeypatch):
 def test_train_step_clears_the_gradients_between_steps():
     """Two calls of train_step with SGD give the weights of two plain steps, each on its
     own batch's clipped gradient."""
-    model, twin = tiny_lm(), tiny_lm()
+    model, twin = models()
     generator = torch.Generator().manual_seed(3)
     batches = [(torch.randint(3, 12, (4, 11), generator=generator),
                 torch.randint(3, 12, (4, 11), generator=generator)) for _ in range(2)]
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.0)
+    optimizer = SGD(model.parameters(), lr=0.0)
     twin_optimizer = torch.optim.SGD(twin.parameters(), lr=0.1)
     for inputs, targets in batches:
         tr.train_step(model, optimizer, inputs, targets, lr=0.1)
@@ -127,17 +138,27 @@ def test_train_step_clears_the_gradients_between_steps():
         F.cross_entropy(twin(inputs).reshape(-1, 12), targets.reshape(-1)).backward()
         torch.nn.utils.clip_grad_norm_(twin.parameters(), CLIP_NORM)
         twin_optimizer.step()
-    for (name, p), q in zip(model.named_parameters(), twin.parameters()):
-        assert torch.allclose(p, q, atol=1e-6), (
+    after = model.state_dict()
+    for name, q in twin.named_parameters():
+        assert torch.allclose(after[name], q, atol=1e-6), (
             f"train_step must clear the gradients before each backward pass: after two steps "
             f"{name} differs from two plain SGD steps (are the first step's gradients still "
             "added in?)")
 
 
 def test_train_step_runs_in_training_mode():
-    model = tiny_lm(dropout=0.5).eval()  # as a validation leaves it
+    model, twin = models(dropout=0.5)
+    model.eval()  # as a validation leaves it
     inputs = torch.randint(3, 12, (4, 11))
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.0)
-    modes = modes_during(model, lambda: tr.train_step(model, optimizer, inputs, inputs, 0.1))
+    optimizer = SGD(model.parameters(), lr=0.0)
+    modes, (loss, _, _) = stubs.modes_during(model, tr.train_step, model, optimizer, inputs,
+                                             inputs, 0.1)
     assert modes == {True}, ("train_step must put the model in training mode (dropout on): it "
                              "ran in eval mode, as train.py hands it over after a validation")
+    # The loss is taken before the step: only dropout (training mode) moves it away from
+    # the eval-mode loss of the weights it started from.
+    with torch.no_grad():
+        clean = F.cross_entropy(twin.eval()(inputs).reshape(-1, 12), inputs.reshape(-1))
+    assert abs(float(loss) - clean.item()) > 1e-3, (
+        "train_step must put the model in training mode (dropout on): its loss is the "
+        "eval-mode loss, as if it ran in the eval mode train.py hands it over in")

@@ -7,11 +7,24 @@ import pytest
 import torch
 
 from problem3.dataset import IGNORE_INDEX
-from problem3.train import lr_at_step, train_step
-from tests.tiny import tiny_lm
+from tests.seam import submission
+from tests.tiny_problem3 import TinyLM
 
 pytestmark = pytest.mark.p3c
 I = IGNORE_INDEX
+
+train = submission("problem3.train")
+lr_at_step, train_step = train.lr_at_step, train.train_step
+stubs = submission("tests.tiny_problem3")  # stand-ins, next to the code under test
+optim = submission("torch.optim")
+
+
+def models(**options):
+    """(a stand-in LM next to the code under test, its trusted twin here)."""
+    model = stubs.TinyLM(**options)
+    twin = TinyLM(**options)
+    twin.load_state_dict(model.state_dict())
+    return model, twin
 
 
 def test_lr_at_step_other_peaks_and_warmups():
@@ -29,16 +42,18 @@ def test_lr_rises_linearly_from_zero():
 
 
 def test_train_step_loss_ignores_padding_and_sets_every_group():
-    model, twin = tiny_lm(norm="post"), tiny_lm(norm="post")
+    model, twin = models()
     inputs = torch.randint(3, 12, (3, 6), generator=torch.Generator().manual_seed(1))
     targets = torch.tensor([[4, 5, 6, I, I, I], [7, I, I, I, I, I], [3, 4, 5, 6, 7, 8]])
     with torch.no_grad():
         log_probs = twin(inputs).log_softmax(-1)
     scored = [(b, t) for b in range(3) for t in range(6) if targets[b, t] != I]
     expected = -sum(log_probs[b, t, targets[b, t]].item() for b, t in scored) / len(scored)
-    groups = [{"params": list(model.blocks.parameters())},
-              {"params": [p for n, p in model.named_parameters() if not n.startswith("blocks")]}]
-    optimizer = torch.optim.Adam(groups, lr=0.0, betas=(0.9, 0.98))
+    # two parameter groups, made next to the code under test: the head, and the embeddings
+    groups = [{"params": model.head.parameters()},
+              {"params": submission("itertools").chain(model.tok_emb.parameters(),
+                                                       model.pos_emb.parameters())}]
+    optimizer = optim.Adam(groups, lr=0.0, betas=(0.9, 0.98))
     loss, head_norm, total_norm = train_step(model, optimizer, inputs, targets, lr=3e-4)
     assert float(loss) == pytest.approx(expected, rel=1e-5)
     assert [group["lr"] for group in optimizer.param_groups] == [3e-4, 3e-4]
@@ -49,10 +64,9 @@ def test_the_update_is_the_gradient_scaled_to_norm_at_most_one():
     # SGD at lr 0.5: the update is -0.5 * gradient * min(1, 1 / total norm), the gradient
     # clipped to norm 1.0, whatever its norm was.
     for scale in (0.001, 1.0, 30.0):
-        model, twin = tiny_lm(norm="post", seed=2), tiny_lm(norm="post", seed=2)
-        with torch.no_grad():
-            for m in (model, twin):
-                m.head.weight.mul_(scale)
+        model, twin = models(seed=2)
+        model.load_state_dict({"head.weight": scale * twin.head.weight.detach()}, strict=False)
+        twin.load_state_dict(model.state_dict())
         inputs = torch.randint(3, 12, (2, 5), generator=torch.Generator().manual_seed(3))
         targets = torch.randint(3, 12, (2, 5), generator=torch.Generator().manual_seed(4))
         targets[1, 3:] = I
@@ -61,21 +75,21 @@ def test_the_update_is_the_gradient_scaled_to_norm_at_most_one():
         loss.backward()
         total = math.sqrt(sum(p.grad.pow(2).sum().item() for p in twin.parameters()))
         factor = min(1.0, 1.0 / total)
-        optimizer = torch.optim.SGD(model.parameters(), lr=0.0)
+        optimizer = optim.SGD(model.parameters(), lr=0.0)
         _, head_norm, total_norm = train_step(model, optimizer, inputs, targets, lr=0.5)
+        after = model.state_dict()
         assert float(total_norm) == pytest.approx(total, rel=1e-5)
         assert float(head_norm) == pytest.approx(twin.head.weight.grad.norm().item(), rel=1e-5)
-        for (name, p), q in zip(model.named_parameters(), twin.parameters()):
-            torch.testing.assert_close(p, q - 0.5 * factor * q.grad, atol=1e-6, rtol=1e-4,
-                                       msg=f"{name} at head scale {scale}")
+        for name, q in twin.named_parameters():
+            torch.testing.assert_close(after[name], q - 0.5 * factor * q.grad, atol=1e-6,
+                                       rtol=1e-4, msg=f"{name} at head scale {scale}")
 
 
 def test_non_finite_values_are_returned_as_they_are():
-    model = tiny_lm(norm="post", seed=5)
-    with torch.no_grad():
-        model.head.bias.fill_(float("inf"))
+    model = stubs.TinyLM(seed=5)
+    model.load_state_dict({"head.bias": torch.full((12,), float("inf"))}, strict=False)
     inputs = torch.randint(3, 12, (2, 5))
     targets = torch.randint(3, 12, (2, 5))
-    loss, head_norm, total_norm = train_step(model, torch.optim.SGD(model.parameters(), lr=0.0),
+    loss, head_norm, total_norm = train_step(model, optim.SGD(model.parameters(), lr=0.0),
                                              inputs, targets, lr=0.1)
     assert not math.isfinite(float(loss))  # returned, not raised
