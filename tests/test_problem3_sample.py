@@ -1,81 +1,61 @@
-"""Problem 3, Part D: sampling (generate_batch, through the provided generate and sample.py)
-and the syntactic checks is_well_formed and max_open_ring_span."""
+"""Problem 3, Part D: sampling (generate_batch, through the provided generate and sample.py,
+from stand-in models of tests/tiny_problem3.py) and the syntactic checks is_well_formed and
+max_open_ring_span."""
 
 import shutil
 from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import problem3.evaluate as ev
-import problem3.sample as sample
-import problem3.train as tr
-from problem3.sample import generate
+from problem3.evaluate import canonical  # given code (RDKit's canonical SMILES): trusted
 from provided.smiles import EOS, SmilesVocab, tokenize
-from tests.tiny import tiny_lm
+from tests.seam import submission
 
 pytestmark = pytest.mark.p3d
 
+ev = submission("problem3.evaluate")
+sample = submission("problem3.sample")
+tr = submission("problem3.train")
+generate = sample.generate
+stubs = submission("tests.tiny_problem3")  # stand-in models, next to the code under test
+sandbox_torch = submission("torch")
+
 FIXTURES = Path(__file__).parent / "fixtures"
 TRAIN_FIXTURE = FIXTURES / "smiles_train.txt"
+# the tokens of the fixture strings, by the provided tokenizer
+TOKENS = sorted({t for line in TRAIN_FIXTURE.read_text().split() for t in tokenize(line)})
 
 
 @pytest.fixture
-def vocab() -> SmilesVocab:
-    """The vocabulary of the fixture strings, built with the provided tokenizer."""
-    return SmilesVocab(t for line in TRAIN_FIXTURE.read_text().split() for t in tokenize(line))
+def vocab():
+    """The vocabulary of the fixture strings, made next to the code under test."""
+    return submission("provided.smiles").SmilesVocab(TOKENS)
 
 
 # ----------------------------------------------------------------------------- sampling
-class ScriptedLM(torch.nn.Module):
-    """Emits the ids of `script` in order (then EOS), whatever the temperature.
-
-    The next id depends only on how many positions the sequence holds so far (BOS
-    included), so the model gives the same answer whether the sampler re-runs the whole
-    prefix each step or, with kv_cache, feeds only the new token: the cache (a list of one
-    dict per block, as DecoderLM's) then remembers how many positions it has seen.
-    """
-
-    def __init__(self, script, vocab_size):
-        super().__init__()
-        self.script, self.vocab_size = script, vocab_size
-        self.blocks = torch.nn.ModuleList([torch.nn.Identity()])  # one block
-        self.unused = torch.nn.Parameter(torch.zeros(1))  # so that it has a device to ask
-
-    def forward(self, input_ids, kv_cache=None):
-        seen = 0
-        if kv_cache is not None:
-            seen = kv_cache[0].get("seen", 0)
-            kv_cache[0]["seen"] = seen + input_ids.shape[1]
-        position = seen + input_ids.shape[1] - 1  # tokens after BOS so far
-        next_id = self.script[position] if position < len(self.script) else EOS
-        logits = torch.full((input_ids.shape[0], input_ids.shape[1], self.vocab_size), -1e9)
-        logits[:, -1, next_id] = 0.0
-        return logits
-
-
 def test_generate_stops_at_eos_and_caps_the_length(vocab):
-    C, O = vocab.stoi["C"], vocab.stoi["O"]
-    model = ScriptedLM([C, C, O, EOS, C, C], len(vocab))
+    stoi = SmilesVocab(TOKENS).stoi  # the same ids, here
+    C, O = stoi["C"], stoi["O"]
+    model = stubs.ScriptedLM([C, C, O, EOS, C, C], len(vocab))
     assert generate(model, vocab, 3, batch_size=2) == ["CCO"] * 3, (
         "each sample must end at its first EOS, and num_samples must be drawn across batches")
-    endless = ScriptedLM([C] * 100, len(vocab))
+    endless = stubs.ScriptedLM([C] * 100, len(vocab))
     assert generate(endless, vocab, 1, max_len=8) == ["C" * 6], (  # max_len counts BOS, EOS
         "a sample without EOS must stop at max_len - 2 tokens (max_len counts BOS and EOS): "
         "is the sampling loop one step too long?")
 
 
 def test_generate_is_seeded_and_lower_temperature_lowers_diversity(vocab):
-    model = tiny_lm(len(vocab))
-    with torch.no_grad():
-        model.head.weight.mul_(20)  # a peaked distribution, so temperature matters
+    model = stubs.TinyLM(len(vocab))  # generate needs only an LM's interface
+    # a peaked distribution, so temperature matters
+    model.load_state_dict({"head.weight": 20 * model.head.weight}, strict=False)
 
     def draw(t, seed=0):
         return generate(model, vocab, 200, temperature=t, max_len=12,
-                        generator=torch.Generator().manual_seed(seed))
+                        generator=sandbox_torch.Generator().manual_seed(seed))
 
     assert draw(1.0) == draw(1.0) and draw(1.0) != draw(1.0, seed=1), (
         "generate must sample with torch.multinomial from the generator given: one seed must "
@@ -146,7 +126,7 @@ def test_ill_formed():
 
 def test_every_valid_training_string_is_well_formed():
     strings = TRAIN_FIXTURE.read_text().split()
-    assert all(ev.canonical(s) is not None for s in strings)
+    assert all(canonical(s) is not None for s in strings)
     assert all(map(ev.is_well_formed, strings))
 
 
@@ -155,7 +135,7 @@ def test_every_valid_training_string_is_well_formed():
 def test_well_formed_never_raises_and_valid_implies_well_formed(smiles):
     result = ev.is_well_formed(smiles)
     assert isinstance(result, (bool, np.bool_))
-    if ev.canonical(smiles) is not None:
+    if canonical(smiles) is not None:
         assert result
 
 

@@ -7,52 +7,56 @@ import math
 import pytest
 import torch
 
-import problem3.evaluate as ev
-from problem3.sample import generate
 from provided.smiles import BOS, EOS, PAD, SmilesVocab
+from tests.seam import submission
 
 pytestmark = pytest.mark.p3d
 
-VOCAB = SmilesVocab(["C", "N", "O", "c", "n", "o"])
+ev = submission("problem3.evaluate")
+generate = submission("problem3.sample").generate
+stubs = submission("tests.tiny_problem3")  # stand-in models, next to the code under test
+sandbox_torch = submission("torch")
+
+TOKENS = ["C", "N", "O", "c", "n", "o"]
+VOCAB = SmilesVocab(TOKENS)  # the ids, here
 S = VOCAB.stoi
 
 
-class MarkovLM(torch.nn.Module):
-    """Next-token logits that depend on the current token only, at every position.
+@pytest.fixture
+def vocab():
+    """The same vocabulary, made next to the code under test."""
+    return submission("provided.smiles").SmilesVocab(TOKENS)
+
+
+def MarkovLM(p_c: float, loop: bool = False):
+    """A stand-in LM (tests/tiny_problem3.py's TableLM) whose next-token logits depend on
+    the current token only, at every position.
 
     After BOS: C with probability p_c, else O (log-probabilities as logits). Then
     deterministically C -> N -> EOS ('CN') and O -> c -> n -> o -> EOS ('Ocno'). With
     loop=True, C -> C forever instead. Feeding the whole prefix or, with kv_cache, only the
     new token gives the same logits at the last position.
     """
-
-    def __init__(self, p_c: float, loop: bool = False):
-        super().__init__()
-        table = torch.full((len(VOCAB), len(VOCAB)), -1e9)
-        table[:, EOS] = 0.0  # anything else ends the string
-        for token in (BOS, PAD, EOS):
-            table[token, EOS] = -1e9
-        table[BOS, S["C"]], table[BOS, S["O"]] = math.log(p_c), math.log(1 - p_c)
-        table[PAD, EOS] = table[EOS, EOS] = 0.0
-        chains = [("C", "C")] if loop else [("C", "N")]
-        chains += [("O", "c"), ("c", "n"), ("n", "o")]
-        for a, b in chains:
-            table[S[a]] = -1e9
-            table[S[a], S[b]] = 0.0
-        self.register_buffer("table", table)
-        self.blocks = torch.nn.ModuleList([torch.nn.Identity()])  # for a cache per block
-        self.unused = torch.nn.Parameter(torch.zeros(1))  # so that it has a device to ask
-
-    def forward(self, input_ids, kv_cache=None):
-        return self.table[input_ids]  # [B, T, V]
+    table = torch.full((len(VOCAB), len(VOCAB)), -1e9)
+    table[:, EOS] = 0.0  # anything else ends the string
+    for token in (BOS, PAD, EOS):
+        table[token, EOS] = -1e9
+    table[BOS, S["C"]], table[BOS, S["O"]] = math.log(p_c), math.log(1 - p_c)
+    table[PAD, EOS] = table[EOS, EOS] = 0.0
+    chains = [("C", "C")] if loop else [("C", "N")]
+    chains += [("O", "c"), ("c", "n"), ("n", "o")]
+    for a, b in chains:
+        table[S[a]] = -1e9
+        table[S[a], S[b]] = 0.0
+    return stubs.TableLM(table)
 
 
 @pytest.mark.parametrize("temperature, p_c", [
     (1.0, 0.8), (0.5, 0.64 / 0.68), (2.0, 0.8 ** 0.5 / (0.8 ** 0.5 + 0.2 ** 0.5))],
     ids=["T=1", "T=0.5", "T=2"])
-def test_temperature_divides_the_logits(temperature, p_c):
-    samples = generate(MarkovLM(0.8), VOCAB, 1000, temperature=temperature, max_len=10,
-                       batch_size=250, generator=torch.Generator().manual_seed(0))
+def test_temperature_divides_the_logits(vocab, temperature, p_c):
+    samples = generate(MarkovLM(0.8), vocab, 1000, temperature=temperature, max_len=10,
+                       batch_size=250, generator=sandbox_torch.Generator().manual_seed(0))
     assert len(samples) == 1000 and set(samples) <= {"CN", "Ocno"}, (
         "generate must let every sample of a batch run to its own EOS: are the other samples "
         "cut short when the first one ends, or is EOS not handled per sample?")
@@ -62,14 +66,14 @@ def test_temperature_divides_the_logits(temperature, p_c):
         "multiplying the logits, ignored, or the argmax taken instead of sampling?")
 
 
-def test_rows_end_at_their_own_eos_or_at_the_cap():
-    samples = generate(MarkovLM(0.5, loop=True), VOCAB, 60, max_len=8, batch_size=60,
-                       generator=torch.Generator().manual_seed(1))
+def test_rows_end_at_their_own_eos_or_at_the_cap(vocab):
+    samples = generate(MarkovLM(0.5, loop=True), vocab, 60, max_len=8, batch_size=60,
+                       generator=sandbox_torch.Generator().manual_seed(1))
     assert set(samples) == {"CCCCCC", "Ocno"}  # 6 = max_len - 2 tokens at most
 
 
-def test_generate_without_a_generator_and_with_uneven_batches():
-    samples = generate(MarkovLM(0.5), VOCAB, 7, max_len=10, batch_size=3)
+def test_generate_without_a_generator_and_with_uneven_batches(vocab):
+    samples = generate(MarkovLM(0.5), vocab, 7, max_len=10, batch_size=3)
     assert len(samples) == 7 and set(samples) <= {"CN", "Ocno"}
 
 
