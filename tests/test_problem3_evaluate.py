@@ -1,20 +1,29 @@
 """Problem 3, Part E: sample metrics, the outcome breakdown by bins, the sweep table, and
-evaluate.py end to end after a few training steps on the 400 fixture strings."""
+evaluate.py end to end after a few training steps on the 400 fixture strings. The unit tests
+answer Part D's is_well_formed from a table (stubs.Answers), so that they grade Part E's
+functions alone."""
 
 import json
 from pathlib import Path
 
 import pytest
 
-import problem3.evaluate as ev
-import problem3.sample as sample
-import problem3.train as tr
+from problem3.evaluate import canonical  # given code (RDKit's canonical SMILES): trusted
 from provided.visualize import main as visualize_main
+from tests.seam import submission
 from tests.tiny import smiles_data
 
 pytestmark = pytest.mark.p3e
 
+ev = submission("problem3.evaluate")
+sample = submission("problem3.sample")
+tr = submission("problem3.train")
+stubs = submission("tests.tiny_problem3")  # stand-ins, next to the code under test
+
 FIXTURES = Path(__file__).parent / "fixtures"
+# is_well_formed (Part D) of the strings below, worked out by hand
+WELL_FORMED = {"CCO": True, "OCC": True, "C1CC": False, "": False, "c1ccccc1": True,
+               "CC(": False, "CCN": True, "c1cccc1": True, "C1": False, "C1CC1": True}
 
 
 @pytest.fixture
@@ -23,9 +32,15 @@ def data_dir(tmp_path) -> Path:
     return smiles_data(tmp_path)
 
 
-def test_validity_uniqueness_novelty_by_hand():
+@pytest.fixture
+def well_formed_by_hand(monkeypatch):
+    """is_well_formed answered from WELL_FORMED, next to the code under test."""
+    monkeypatch.setattr(ev, "is_well_formed", stubs.Answers(WELL_FORMED))
+
+
+def test_validity_uniqueness_novelty_by_hand(well_formed_by_hand):
     samples = ["CCO", "OCC", "C1CC", "", "c1ccccc1", "CC(", "CCN", "c1cccc1"]
-    train = {ev.canonical("CCN")}
+    train = {canonical("CCN")}
     m = ev.sample_metrics(samples, train)
     assert m["num_samples"] == 8, "num_samples must count every sample, empty ones included"
     assert float(m["validity"]) == pytest.approx(4 / 8), (  # CCO, OCC, benzene, CCN
@@ -43,9 +58,10 @@ def test_validity_uniqueness_novelty_by_hand():
         "uniqueness must be None when no sample is valid")
 
 
-def test_breakdown_bins_and_fractions():
+def test_breakdown_bins_and_fractions(well_formed_by_hand):
     samples = ["C1CC1", "c1ccccc1", "c1cccc1", "CC("]
-    rows = ev.breakdown(samples, ev.max_open_ring_span, [(0, 0), (1, 5), (6, None)])
+    ring_span = stubs.Answers({"C1CC1": 3, "c1ccccc1": 6, "c1cccc1": 5, "CC(": 0})  # by hand
+    rows = ev.breakdown(samples, ring_span, [(0, 0), (1, 5), (6, None)])
     assert [r["bin"] for r in rows] == ["0", "1-5", "6+"]
     assert [r["count"] for r in rows] == [1, 2, 1]
     assert rows[1]["valid"] == 0.5 and rows[1]["well_formed_invalid"] == 0.5
@@ -99,7 +115,7 @@ def test_evaluate_end_to_end(data_dir, tmp_path, capsys):
                                    main["by_temperature"][1].items() if k != "temperature"}}
     # the final model's T = 1 samples are sample.py's
     assert main["by_step"][-1]["validity"] == pytest.approx(
-        sum(ev.canonical(s) is not None for s in samples) / 50)
+        sum(canonical(s) is not None for s in samples) / 50)
     assert sum(r["count"] for r in main["by_length"]) == 50
     assert sum(r["count"] for r in main["by_span"]) == 50
 

@@ -1,20 +1,32 @@
 """Hidden tests, Problem 3 Part E: sample metrics at their edges (RDKit decides what is the
 same molecule), the breakdown with an empty bin, and sweep entries of incomplete or
-diverged logs."""
+diverged logs. Part D's is_well_formed is answered from a table worked out by hand."""
 
 import pytest
 from rdkit import Chem
 
-import problem3.evaluate as ev
+from tests.seam import submission
 
 pytestmark = pytest.mark.p3e
+
+ev = submission("problem3.evaluate")
+stubs = submission("tests.tiny_problem3")  # stand-ins, next to the code under test
+WELL_FORMED = {"C1CC": False, "CC(": False, "": False, "c1cccc1": True, "c1ccccc1": True,
+               "C1=CC=CC=C1": True, "OCC": True, "CCO": True, "CCN": True, "C": True,
+               "CC": True, "C1CC1": True}
+
+
+@pytest.fixture
+def well_formed_by_hand(monkeypatch):
+    """is_well_formed answered from WELL_FORMED, next to the code under test."""
+    monkeypatch.setattr(ev, "is_well_formed", stubs.Answers(WELL_FORMED))
 
 
 def canon(smiles: str) -> str:
     return Chem.MolToSmiles(Chem.MolFromSmiles(smiles))
 
 
-def test_no_valid_sample():
+def test_no_valid_sample(well_formed_by_hand):
     m = ev.sample_metrics(["C1CC", "CC(", "", "c1cccc1"], {canon("CCO")})
     assert m["num_samples"] == 4
     assert float(m["validity"]) == 0.0
@@ -22,7 +34,8 @@ def test_no_valid_sample():
     assert m["uniqueness"] is None and m["novelty"] is None
 
 
-def test_the_same_molecule_written_twice_and_novelty_against_canonical_training():
+def test_the_same_molecule_written_twice_and_novelty_against_canonical_training(
+        well_formed_by_hand):
     samples = ["c1ccccc1", "C1=CC=CC=C1", "OCC", "CCO", "CCN", "CCN"]  # 3 distinct molecules
     train = {canon("NCC"), canon("CCCC")}
     m = ev.sample_metrics(samples, train)
@@ -33,9 +46,10 @@ def test_the_same_molecule_written_twice_and_novelty_against_canonical_training(
     assert float(m["novelty"]) == 0.0 and float(m["uniqueness"]) == 1.0
 
 
-def test_breakdown_with_an_empty_bin_and_an_open_ended_one():
+def test_breakdown_with_an_empty_bin_and_an_open_ended_one(well_formed_by_hand):
     samples = ["C", "CC", "CCO", "C1CC1", "CC(", "c1cccc1"]
-    rows = ev.breakdown(samples, len, [(0, 2), (3, 3), (4, 4), (5, None)])
+    length = submission("builtins").len  # the key, next to the code under test
+    rows = ev.breakdown(samples, length, [(0, 2), (3, 3), (4, 4), (5, None)])
     assert [r["bin"] for r in rows] == ["0-2", "3", "4", "5+"], (
         "breakdown must label each bin with bin_label, one row per bin in the order given")
     assert [r["count"] for r in rows] == [2, 2, 0, 2], (
