@@ -23,6 +23,7 @@ status is 0 whenever the submission could be graded, whatever its score.
 """
 
 import csv
+import gc
 import json
 import math
 import os
@@ -693,7 +694,10 @@ def setup(parts: list[str], jobs: int | None = None, scratch: Path | None = None
 
     torch.set_num_threads(1)
     test_seconds = TEST_CPU_S / min(1.0, cpu_quota() / jobs)
-    return Grader(read_kit(parts), sandboxes, zygote, test_seconds)
+    grader = Grader(read_kit(parts), sandboxes, zygote, test_seconds)
+    gc.collect()
+    gc.freeze()  # the judges, forked from here, then copy fewer of these pages
+    return grader
 
 
 def default_jobs() -> int:
