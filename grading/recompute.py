@@ -63,7 +63,7 @@ from problem1.dataset import AdditionDataset
 from problem1.train import steps_to_95, validate
 from problem2.config import RUNS as P2_RUNS
 from problem2.config import Config as P2Config
-from problem2.dataset import SEQUENCE_LENGTHS, OffsetDataset
+from problem2.dataset import OffsetDataset
 from problem2.evaluate import per_position_counts, position_metrics
 from problem3.config import (
     HOMEWORK_TOKENS,
@@ -315,13 +315,15 @@ def check_state(model: torch.nn.Module, state: dict, name: str) -> None:
     finite (checked before load_state_dict, which then cannot fail)."""
     expected = model.state_dict()
     if set(state) != set(expected):
-        missing, extra = sorted(set(expected) - set(state)), sorted(set(state) - set(expected))
+        missing = sorted(set(expected) - set(state))
+        extra = sorted(str(k)[:40] for k in set(state) - set(expected))
         raise Unverified(f"{name} holds another model's weights (missing {missing[:3]}, "
-                         f"unexpected {[str(k)[:40] for k in extra[:3]]})")
+                         f"unexpected {extra[:3]})")
     for key, tensor in expected.items():
         given = state[key]
         if not isinstance(given, torch.Tensor) or given.layout != torch.strided or \
-                given.device.type != "cpu" or given.shape != tensor.shape or given.dtype != tensor.dtype:
+                given.device.type != "cpu" or given.shape != tensor.shape or \
+                given.dtype != tensor.dtype:
             shape = tuple(given.shape) if isinstance(given, torch.Tensor) else type(given).__name__
             raise Unverified(f"{name} holds another model's weights ({key}: {shape}, not "
                              f"{tuple(tensor.shape)} {tensor.dtype})")
@@ -568,8 +570,9 @@ def p3_log(path: Path, prescribed) -> dict:
         raise Unverified(f"{path.name} is not a training log")
     config = saved_config(P3Config, log["config"], path.name)
     check_prescribed("problem3", config, prescribed, path.name)
-    if log.get("run") != config.run:
-        raise Unverified(f"{path.name} is the log of {shown(log.get('run'))!r}")
+    if log.get("run") != config.run or log["config"] != dataclasses.asdict(config):
+        raise Unverified(f"{path.name} is not a finished log of {config.run} (its run name, or "
+                         "a config field it lacks)")
     points, val = log.get("log"), log.get("val")
     if not isinstance(points, list) or not all(isinstance(p, dict) for p in points) or \
             [p.get("step") for p in points] != list(range(LOG_EVERY, config.steps + 1, LOG_EVERY)):
@@ -578,15 +581,16 @@ def p3_log(path: Path, prescribed) -> dict:
         if not is_number(point.get("lr")) or not math.isclose(
                 point["lr"], lr_at_step(point["step"], config.lr, config.warmup),
                 rel_tol=1e-9) or not all(
-                point.get(k) is None or (is_number(point[k]) and point[k] >= 0)
+                k in point and (point[k] is None or (is_number(point[k]) and point[k] >= 0))
                 for k in ("head_grad_norm", "total_grad_norm")):
             raise Unverified(f"{path.name}, step {point['step']}: not the learning rate of its "
                              "schedule, or a gradient norm that is not a norm")
     if not isinstance(val, list) or not all(isinstance(v, dict) for v in val) or \
             [v.get("step") for v in val] != list(range(VAL_EVERY, config.steps + 1, VAL_EVERY)) \
-            or not all(v.get("val_loss") is None or is_number(v["val_loss"]) for v in val):
+            or not all("val_loss" in v and (v["val_loss"] is None or is_number(v["val_loss"]))
+                       for v in val):
         raise Unverified(f"{path.name} does not validate every {VAL_EVERY} steps")
-    if log.get("final_val_loss") != val[-1]["val_loss"]:
+    if "final_val_loss" not in log or log["final_val_loss"] != val[-1]["val_loss"]:
         raise Unverified(f"{path.name}'s final_val_loss is not its last validation loss")
     return log
 
@@ -618,7 +622,8 @@ def read_samples(path: Path) -> list[str]:
         raise Unverified(f"{path.name} does not hold {NUM_SAMPLES} lines, one sample each")
     for number, line in enumerate(lines, start=1):
         tokens = SMILES_PATTERN.findall(line)
-        if "".join(tokens) != line or not set(tokens) <= HOMEWORK_TOKENS or len(tokens) > SAMPLE_TOKENS:
+        if "".join(tokens) != line or not set(tokens) <= HOMEWORK_TOKENS or \
+                len(tokens) > SAMPLE_TOKENS:
             raise Unverified(f"{path.name}, line {number}: not a sample of the homework's model "
                              f"(tokens outside its vocabulary, or over {SAMPLE_TOKENS})")
     return lines
