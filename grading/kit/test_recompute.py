@@ -86,8 +86,8 @@ def p1_artifacts(folder: Path, data: Path, runs=tuple(P1_RUNS)) -> dict:
 
 
 def p2_config(position: str) -> P2Config:
-    shape = rc.OFFSET_SHAPES["train"]
-    return P2Config(position=position, train_sequences=shape[0], train_length=shape[1])
+    sequences, length = rc.P2_TRAIN_SHAPE
+    return P2Config(position=position, train_sequences=sequences, train_length=length)
 
 
 def p2_artifacts(folder: Path, data: Path) -> dict:
@@ -176,6 +176,12 @@ def test_the_references_own_numbers_without_weights_are_unverified(data, tmp_pat
 def test_data_that_is_not_the_homeworks_stops_the_grader(data, tmp_path):
     with pytest.raises(rc.GraderDataError, match="SHA-1"):
         rc.recompute("problem1", tmp_path, data)
+
+
+def test_the_prescribed_problem2_split_is_the_one_generate_datasets_makes():
+    from generate_datasets import OFFSET_SHAPES
+
+    assert rc.P2_TRAIN_SHAPE == OFFSET_SHAPES["train"]
 
 
 # ------------------------------------------------------------------------------ Problem 1
