@@ -6,18 +6,19 @@
 
 Instructors only: the handout leaves grading/ out. The points are in grading/rubric.py.
 
-Everything the grader trusts (the rubric, the reference code, the public and hidden tests,
-the bands) is read before any submission code runs. Each part (p1a .. p3e) is graded on its
-own: a fresh tree holds the reference code with the submission's functions of that part in
-place of the reference's (grading.handout.splice), and a sealed worker (grading/sandbox.py)
-runs the part's tests there: first every part's public tests, then every part's hidden
-tests, each in a tree that holds only those tests. Every other part keeps the reference
-code, so one mistake costs points in one part only. A part's points are shared equally
-among its tests. Each problem's results/metrics.json is checked against
-problemN/results/reference_bands.json; a problem without one scores 0 there, saying so.
+The grader first starts the zygote (grading/sandbox.py), a fresh interpreter that forks
+every sandbox, then reads what it trusts: the rubric, the reference code, the public and
+hidden tests, the bands. A submission's code is its solution functions spliced into the
+handout's files (grading.handout.splice); the tests, public then hidden, run in judges
+(grading/judge.py) over the handout's own code, and every call a test makes to the
+submission (tests/seam.py) is answered, with data only, by a sandbox of that test's own.
+So no process that judges a test ever runs the submission's code. A part's points are
+shared equally among its tests. Each problem's results/metrics.json is checked against
+problemN/results/reference_bands.json (shown after publication, without the band); a
+problem without one scores 0 there, saying so.
 
 Output: Gradescope's results.json (`score`, `tests[]` with `name`, `score`, `max_score`,
-`visibility`, `output`), written before grading starts and again after every part, so that
+`visibility`, `output`), written before grading starts and again after every test, so that
 it exists whatever happens; and a score table of the visible tests on stdout. The exit
 status is 0 whenever the submission could be graded, whatever its score.
 """
