@@ -63,18 +63,29 @@ def test_train_step_loss_ignores_padding_and_sets_every_group():
 def test_the_update_is_the_gradient_scaled_to_norm_at_most_one():
     # SGD at lr 0.5: the update is -0.5 * gradient * min(1, 1 / total norm), the gradient
     # clipped to norm 1.0, whatever its norm was.
-    for scale in (0.001, 1.0, 30.0):
+    # "confident": every target is token 5 and the head all but certain of it, so that the
+    # total norm is far below 1 and the update is the gradient itself, unclipped
+    unclipped = 0
+    for scale in (0.001, 1.0, 30.0, "confident"):
         model, twin = models(seed=2)
-        model.load_state_dict({"head.weight": scale * twin.head.weight.detach()}, strict=False)
+        targets = torch.randint(3, 12, (2, 5), generator=torch.Generator().manual_seed(4))
+        if scale == "confident":
+            bias = torch.zeros(12)
+            bias[5] = 30.0
+            model.load_state_dict({"head.bias": bias}, strict=False)
+            targets = torch.full((2, 5), 5)
+        else:
+            model.load_state_dict({"head.weight": scale * twin.head.weight.detach()},
+                                  strict=False)
         twin.load_state_dict(model.state_dict())
         inputs = torch.randint(3, 12, (2, 5), generator=torch.Generator().manual_seed(3))
-        targets = torch.randint(3, 12, (2, 5), generator=torch.Generator().manual_seed(4))
         targets[1, 3:] = I
         loss = torch.nn.functional.cross_entropy(twin(inputs).reshape(-1, 12),
                                                  targets.reshape(-1), ignore_index=I)
         loss.backward()
         total = math.sqrt(sum(p.grad.pow(2).sum().item() for p in twin.parameters()))
         factor = min(1.0, 1.0 / total)
+        unclipped += total < 1.0
         optimizer = optim.SGD(model.parameters(), lr=0.0)
         _, head_norm, total_norm = train_step(model, optimizer, inputs, targets, lr=0.5)
         after = model.state_dict()
@@ -83,6 +94,7 @@ def test_the_update_is_the_gradient_scaled_to_norm_at_most_one():
         for name, q in twin.named_parameters():
             torch.testing.assert_close(after[name], q - 0.5 * factor * q.grad, atol=1e-6,
                                        rtol=1e-4, msg=f"{name} at head scale {scale}")
+    assert unclipped, "the test itself must reach a gradient below the clip norm"
 
 
 def test_non_finite_values_are_returned_as_they_are():
