@@ -59,6 +59,7 @@ from problem1.config import RUNS as P1_RUNS
 from problem1.config import Config as P1Config
 from problem1.config import run_name as p1_run_name
 from problem1.dataset import AdditionDataset
+from problem1.model import NUM_DIGITS, score_predictions
 from problem1.train import steps_to_95, validate
 from problem2.config import RUNS as P2_RUNS
 from problem2.config import Config as P2Config
@@ -456,9 +457,19 @@ def p1_log(path: Path, config, model, val) -> list[dict]:
     if log.get("steps_to_95") != steps_to_95(points):
         raise Unverified(f"{path.name} says steps_to_95 {shown(log.get('steps_to_95'))!r}, "
                          f"its own points {steps_to_95(points)}")
-    tied(points[-1]["val_exact_match"], validate(model, val)[0], "validation exact match",
-         path.name)
+    tied(points[-1]["val_exact_match"], greedy_exact_match(model, val),
+         "validation exact match", path.name)
     return points
+
+
+def greedy_exact_match(model, dataset) -> float:
+    """validate's exact match over a split (AdditionDataset), in one teacher-forced pass at
+    half the cost: a sum is decoded right greedily iff the argmax over the digit logits is
+    right at each of its 4 positions after the true prefix (the greedy prefix is then the
+    true one, by induction), so the two fractions are the same."""
+    with torch.inference_mode():
+        logits, _ = model(dataset.src, dataset.tgt_in)  # [N, 4, vocab]
+    return score_predictions(logits[..., :NUM_DIGITS].argmax(dim=-1), dataset.tgt_out)[0]
 
 
 def p1_verdict(out: dict, metrics) -> dict:

@@ -494,3 +494,21 @@ def test_a_log_of_any_shape_is_judged_never_a_crash(data, tmp_path):
         assert {**log, "log": untouched} == {**original, "log": [
             {k: v for k, v in p.items() if k != "train_loss"} for p in original["log"]]}, \
             "only the training loss, which nothing graded reads, may change unnoticed"
+
+
+def test_the_teacher_forced_exact_match_is_greedy_decodings(data):
+    """greedy_exact_match rests on this: fed its own greedy prefix, the decoder's argmax
+    (over the digits) is the greedy prediction at every position, so a sum is right
+    greedily iff it is right after the true prefix."""
+    from problem1.model import NUM_DIGITS
+
+    for seed, order in enumerate(("forward", "reversed", "forward")):
+        torch.manual_seed(seed)
+        model = P1Config(digit_order=order, train_size=1000).build_model().eval()
+        split = AdditionDataset(data, "train", order)
+        with torch.inference_mode():
+            greedy = model.generate(split.src)
+            prefix = torch.cat([split.tgt_in[:, :1], greedy[:, :-1]], dim=1)
+            forced = model(split.src, prefix)[0][..., :NUM_DIGITS].argmax(dim=-1)
+        assert torch.equal(forced, greedy)
+        assert rc.greedy_exact_match(model, split) == validate(model, split)[0]
