@@ -24,7 +24,6 @@ status is 0 whenever the submission could be graded, whatever its score.
 """
 
 import csv
-import gc
 import json
 import math
 import os
@@ -40,10 +39,9 @@ from pathlib import Path
 
 from grading import rubric as RUBRIC
 from grading.handout import region_functions, splice, strip_solutions
-from grading.judge import MAX_OUTPUT, run_tests
+from grading.judge import MAX_OUTPUT, Seat, run_tests
 from grading.sandbox import (
     Sandbox,
-    SandboxTransport,
     Zygote,
     kill_spawned,
     make_tree,
@@ -493,15 +491,12 @@ def grade(submission: Path, grader: Grader, parts: list[str], out: Path | None,
             sandbox = grader.sandboxes[index]
             work = scratch / f"work{index}"
             work.mkdir(mode=0o711)
-            basetemp = work / "pytest"
-
-            def transport():
-                return SandboxTransport(grader.zygote, sandbox, template, work, basetemp)
+            seat = Seat(grader.zygote, sandbox, template, work, work / "pytest")
 
             def on_outcome(node, passed, output):
                 outcomes[node] = (passed, output)
                 save()
-            result = run_tests(judge_tree, shares[index], transport, basetemp, str(REPO_ROOT),
+            result = run_tests(judge_tree, shares[index], seat, str(REPO_ROOT),
                                budget.test_seconds, budget.deadline, TOO_LATE, on_outcome)
             kill_spawned(work, sandbox)
             for part in parts:
@@ -689,16 +684,8 @@ def setup(parts: list[str], jobs: int | None = None, scratch: Path | None = None
     folder = Path(tempfile.mkdtemp(prefix="grade_zygote_", dir=scratch))
     zygote = Zygote(folder)
     print(f"sandbox isolation: {zygote.isolation}", flush=True)
-    import hypothesis  # noqa: F401  (what the judges use, imported once for all of them)
-    import pytest  # noqa: F401
-    import torch
-
-    torch.set_num_threads(1)
     test_seconds = TEST_CPU_S / min(1.0, cpu_quota() / jobs)
-    grader = Grader(read_kit(parts), sandboxes, zygote, test_seconds)
-    gc.collect()
-    gc.freeze()  # the judges, forked from here, then copy fewer of these pages
-    return grader
+    return Grader(read_kit(parts), sandboxes, zygote, test_seconds)
 
 
 def default_jobs() -> int:

@@ -27,6 +27,7 @@ MESSAGE_CHARS = 600  # the failing assertion's own message, shown first
 MAX_OUTPUT = 4 * OUTPUT_CHARS  # a test's whole output (its setup, call and teardown)
 PR_SET_DUMPABLE = 4
 HIDDEN_DIR = "grading/hidden"
+NODES = "nodes.json"  # in a judge's tree: the node ids it runs, in order
 # modules of the repository the grader imported itself: a judge imports its tree's instead
 REPOSITORY_ROOTS = ("problem1", "problem2", "problem3", "provided", "tests", "conftest",
                     "tiny", "tools")
@@ -85,9 +86,10 @@ def failure_text(report) -> str:
     return f"{first}\n\n{rest}" if first else rest
 
 
-def _judge(tree: Path, args: list[str], fd: int, transport, repo: str) -> None:
-    """The forked judge: run pytest on the tests in tree, each test's seam on a transport
-    of its own. Never returns."""
+def run_judge(tree: Path, args: list[str], fd: int, transport, repo: str) -> None:
+    """The judge (forked from the zygote, grading/sandbox.py): run pytest on the tests in
+    tree, the node ids in tree/NODES after args, each test's seam on a transport of its
+    own, outcomes on fd. Never returns."""
     try:
         ctypes.CDLL(None).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)  # no ptrace, no /proc/pid/mem
         null = os.open(os.devnull, os.O_RDWR)
@@ -98,12 +100,13 @@ def _judge(tree: Path, args: list[str], fd: int, transport, repo: str) -> None:
             del sys.modules[name]
         sys.path[:] = [str(tree)] + [p for p in sys.path if p not in ("", ".", repo)]
         sys.argv = ["pytest"]
+        nodes = json.loads((tree / NODES).read_text())
         from tests import seam
 
         seam.TRANSPORT = transport
         import pytest
 
-        pytest.main(args, plugins=[Reporter(fd, tree / HIDDEN_DIR)])
+        pytest.main([*args, *nodes], plugins=[Reporter(fd, tree / HIDDEN_DIR)])
     except BaseException:
         if os.environ.get("GRADE_DEBUG"):
             import traceback
@@ -114,6 +117,16 @@ def _judge(tree: Path, args: list[str], fd: int, transport, repo: str) -> None:
 
 
 # ------------------------------------------------------------------------- the grader side
+def end(pid: int) -> None:
+    """Kill a judge (the zygote's child, reaped by the kernel) and wait until it is gone."""
+    for _ in range(500):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            return
+        time.sleep(0.01)
+
+
 @dataclass
 class RunResult:
     """Outcomes of a judge's tests: {node id: (passed, output)}, plus a reason for the rest."""
@@ -121,8 +134,19 @@ class RunResult:
     unreached: str = ""  # why tests without an outcome have none
 
 
-def run_tests(tree: Path, nodes: list[str], transport, basetemp: Path, repo: str,
-              test_seconds: float, deadline: float, too_late: str, on_outcome=None) -> RunResult:
+@dataclass(frozen=True)
+class Seat:
+    """Where a judge's tests run: its zygote, its sandbox user, the submission's tree
+    (template), its work folder and the tests' tmp_path root there (basetemp)."""
+    zygote: object
+    sandbox: object
+    template: Path
+    work: Path
+    basetemp: Path
+
+
+def run_tests(tree: Path, nodes: list[str], seat: Seat, repo: str, test_seconds: float,
+              deadline: float, too_late: str, on_outcome=None) -> RunResult:
     """Run nodes (pytest node ids, in order) in judges over tree. A test that derails its
     judge fails, and a fresh judge takes the tests after it. At the deadline the tests not
     done fail with the reason too_late. on_outcome(node, passed, output) is called as each
@@ -133,27 +157,28 @@ def run_tests(tree: Path, nodes: list[str], transport, basetemp: Path, repo: str
         if time.monotonic() >= deadline:
             result.unreached = too_late
             break
-        done = _one_judge(tree, remaining, transport, basetemp, repo, result, test_seconds,
-                          deadline, too_late, on_outcome)
+        done = _one_judge(tree, remaining, seat, repo, result, test_seconds, deadline,
+                          too_late, on_outcome)
         remaining = [n for n in remaining if n not in result.outcomes]
         if done:
             break
     return result
 
 
-def _one_judge(tree, nodes, transport, basetemp, repo, result, test_seconds, deadline,
-               too_late, on_outcome) -> bool:
+def _one_judge(tree, nodes, seat, repo, result, test_seconds, deadline, too_late,
+               on_outcome) -> bool:
     """One judge over nodes; True when it ended by itself with nothing to retry."""
-    own = basetemp.parent / f"judge-{time.monotonic_ns()}"  # its hidden files leave it
+    own = seat.work / f"judge-{time.monotonic_ns()}"  # its hidden files leave it
     shutil.copytree(tree, own)
+    (own / NODES).write_text(json.dumps(nodes))
     read_fd, write_fd = os.pipe()
-    args = ["-q", "-p", "no:cacheprovider", "--basetemp", str(basetemp), "-o",
-            f"timeout={max(1, int(test_seconds))}", *nodes]
-    pid = os.fork()
-    if pid == 0:
-        os.close(read_fd)
-        _judge(own, args, write_fd, transport, repo)
-    os.close(write_fd)
+    args = ["-q", "-p", "no:cacheprovider", "--basetemp", str(seat.basetemp), "-o",
+            f"timeout={max(1, int(test_seconds))}"]
+    try:
+        pid = seat.zygote.spawn_judge(write_fd, own, args, repo, seat.sandbox, seat.template,
+                                      seat.work, seat.basetemp)
+    finally:
+        os.close(write_fd)
     buffer, current, collect_error = b"", None, ""
     backstop = test_seconds + 15  # pytest-timeout ends a test first; this ends a stuck judge
     limit = time.monotonic() + 4 * test_seconds  # collection included
@@ -203,11 +228,7 @@ def _one_judge(tree, nodes, transport, basetemp, repo, result, test_seconds, dea
                     limit = time.monotonic() + backstop
     finally:
         os.close(read_fd)
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        os.waitpid(pid, 0)
+        end(pid)
         shutil.rmtree(own, ignore_errors=True)
     if current is not None:
         record(current, False, "the judge stopped during this test (please tell the course "

@@ -49,6 +49,9 @@ MAX_ADDRESS_BYTES = 4 * 2**30
 # sandbox that draws a figure imports matplotlib itself
 PRELOADED = ("torch", "torch._dynamo", "torch.optim", "torch.utils.data", "numpy",
              "rdkit.Chem", "tqdm")
+# ... and what the judges, also forked from the zygote, use besides
+JUDGE_PRELOADED = ("pytest", "_pytest.timing", "pytest_timeout", "hypothesis",
+                   "matplotlib.pyplot")
 CLONE_NEWIPC, CLONE_NEWNET = 0x08000000, 0x40000000
 SCRATCH_FOLDERS = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock", "/var/lock")
 SPAWNED = "sandboxes.txt"  # in a judge's work folder: the pid of every sandbox it started
@@ -288,14 +291,30 @@ def _sandbox(request: dict, channel: socket.socket, server) -> None:
         os._exit(0)
 
 
+def _judge_child(request: dict, fd: int, path: str) -> None:
+    """A judge forked from the zygote (it shares the zygote's libraries with the
+    sandboxes): grading/judge.py's pytest run, its outcomes on fd. Never returns."""
+    from grading import judge
+
+    os.setsid()
+    spec = request["sandbox"]
+    sandbox = Sandbox(spec["uid"], spec["gid"])
+    zygote = Zygote.at(path)
+
+    def transport():
+        return SandboxTransport(zygote, sandbox, Path(spec["template"]), Path(spec["work"]),
+                                Path(spec["basetemp"]))
+    judge.run_judge(Path(request["tree"]), request["args"], fd, transport, request["repo"])
+
+
 def zygote_main(path: str) -> None:
-    """The zygote: import the libraries, then fork one sandbox per request on the Unix
-    socket at path. Started by Zygote.start() as a fresh interpreter."""
+    """The zygote: import the libraries, then fork one sandbox or judge per request on the
+    Unix socket at path. Started by Zygote() as a fresh interpreter."""
     import importlib
     import importlib.util
 
     os.environ.setdefault("MPLBACKEND", "Agg")
-    for name in PRELOADED:
+    for name in PRELOADED + JUDGE_PRELOADED:
         importlib.import_module(name)
     import torch
 
@@ -328,8 +347,11 @@ def zygote_main(path: str) -> None:
                 continue
             pid = os.fork()
             if pid == 0:
+                signal.signal(signal.SIGCHLD, signal.SIG_DFL)
                 listener.close()
                 connection.close()
+                if request.get("kind") == "judge":
+                    _judge_child(request, fds[0], path)
                 _sandbox(request, socket.socket(fileno=fds[0]), server)
             os.close(fds[0])
             try:
@@ -339,7 +361,16 @@ def zygote_main(path: str) -> None:
 
 
 class Zygote:
-    """The grader's handle on its zygote process."""
+    """A handle on the zygote process: the grader's (which started it), or a judge's."""
+
+    process = None
+
+    @classmethod
+    def at(cls, path: str) -> "Zygote":
+        """The zygote listening at path, started by someone else."""
+        zygote = cls.__new__(cls)
+        zygote.path = path
+        return zygote
 
     def __init__(self, folder: Path):
         self.path = str(folder / "zygote.sock")
@@ -357,9 +388,20 @@ class Zygote:
 
     def spawn(self, channel: socket.socket, request: dict) -> int:
         """Fork a sandbox that serves channel; its pid."""
+        return self._fork(request, channel.fileno())
+
+    def spawn_judge(self, fd: int, tree: Path, args: list[str], repo: str,
+                    sandbox: Sandbox, template: Path, work: Path, basetemp: Path) -> int:
+        """Fork a judge that runs pytest with args in tree, its outcomes on fd; its pid."""
+        return self._fork({"kind": "judge", "tree": str(tree), "args": args, "repo": repo,
+                           "sandbox": {"uid": sandbox.uid, "gid": sandbox.gid,
+                                       "template": str(template), "work": str(work),
+                                       "basetemp": str(basetemp)}}, fd)
+
+    def _fork(self, request: dict, fd: int) -> int:
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as connection:
             connection.connect(self.path)
-            socket.send_fds(connection, [json.dumps(request).encode()], [channel.fileno()])
+            socket.send_fds(connection, [json.dumps(request).encode()], [fd])
             reply = connection.recv(4096)
         return int(json.loads(reply)["pid"])
 

@@ -28,7 +28,7 @@ LONG_SEED = 2026  # the long-sequence check's own generator, apart from the pres
 LONG_SEQUENCES = 200
 LONG_LENGTH = 512
 LONG_BUCKET = 64
-LONG_BATCH_SIZE = 50  # sequences per forward pass: 50 x 512 x 512 attention weights
+LONG_BATCH_SIZE = 10  # sequences per forward pass: 10 x 512 x 512 attention weights
 LONG_SCHEMES = ("sinusoidal", "rotary")  # learned: 128 table rows; none: no position at all
 
 
