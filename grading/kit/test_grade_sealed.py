@@ -46,6 +46,11 @@ def _repo():
         return pathlib.Path(%r)
 """
 
+def with_repo(code: str) -> str:
+    """code (indented as in ATTACKS) after FIND_REPO, both at the same level."""
+    return FIND_REPO + textwrap.dedent(code)
+
+
 ATTACKS = {
     # the judge's memory and its channel
     "forges_from_its_own_memory": ("init", """
@@ -113,7 +118,7 @@ ATTACKS = {
         _X = __import__("pathlib").Path("/tmp/hw_splice_ran").write_text("ran")
         """),
     # secrets
-    "reads_secrets_from_memory_and_disk": ("init", FIND_REPO + """
+    "reads_secrets_from_memory_and_disk": ("init", with_repo("""
         import gc, glob, sys
         text = ""
         for obj in gc.get_objects():
@@ -133,8 +138,8 @@ ATTACKS = {
                     pass
         for module in list(sys.modules.values()):
             text += str(getattr(module, "__file__", ""))
-        raise ValueError("LEAK " + text)
-        """),
+        raise RuntimeError("LEAK " + text)
+        """)),
     "uses_the_network": ("init", f"""
         import socket
         for address in [("127.0.0.1", {LISTENER_PORT}), ("8.8.8.8", 53)]:
@@ -272,7 +277,7 @@ ATTACKS = {
             pass
         """),
     # secrecy and the file system
-    "reads_hidden_tests": ("init", FIND_REPO + """
+    "reads_hidden_tests": ("init", with_repo("""
         import glob
         text = ""
         for pattern in [str(_repo() / "grading/hidden/test_hidden_p1a.py"),
@@ -284,8 +289,8 @@ ATTACKS = {
                     text += open(path).read()
                 except OSError:
                     pass
-        raise ValueError("LEAK " + text)
-        """),
+        raise RuntimeError("LEAK " + text)
+        """)),
     "reads_proc": ("init", """
         import glob
         found = ""
@@ -302,7 +307,7 @@ ATTACKS = {
                     pass
         raise NotImplementedError
         """),
-    "widens_the_bands": ("init", FIND_REPO + """
+    "widens_the_bands": ("init", with_repo("""
         for problem in ("problem1", "problem2", "problem3"):
             path = _repo() / problem / "results" / "reference_bands.json"
             try:
@@ -317,13 +322,13 @@ ATTACKS = {
             (_repo() / "ATTACKED").write_text("x")
         except Exception:
             pass
-        """),
-    "deletes_everything_it_can": ("init", FIND_REPO + """
+        """)),
+    "deletes_everything_it_can": ("init", with_repo("""
         import shutil
         for target in [pathlib.Path.cwd(), _repo() / "grading" / "hidden",
                        pathlib.Path.cwd().parent]:
             shutil.rmtree(target, ignore_errors=True)
-        """),
+        """)),
     "leaves_a_trap_for_the_next": ("init", """
         import os
         for folder in ("/tmp", "/var/tmp", "/dev/shm"):
@@ -461,7 +466,7 @@ def test_no_hidden_text_in_anything_visible(graded, attack):
 
 
 def test_the_leak_attack_ran_and_found_nothing_secret(graded):
-    """The secrets attack raised its ValueError (so the test's output shows what it found),
+    """The secrets attack raised its RuntimeError (so the test's output shows what it found),
     and what it found holds no hidden test, reference region or band."""
     outputs = " ".join(t["output"] for t in graded["reads_secrets_from_memory_and_disk"]["tests"])
     assert "LEAK" in outputs
