@@ -136,11 +136,11 @@ def test_head_removal_scorer_matches_greedy_decoding():
 
     def greedy(removed):  # the twin's greedy decoding without those heads, here
         other = copy.deepcopy(twin)
-        with torch.no_grad():  # head h of an attention: W_o's input columns h*d_k:(h+1)*d_k
+        with torch.no_grad():  # W_o's input columns, viewed [d_model, heads, d_k]
             for name in removed:
-                attention, head = name.rsplit(".", 1)
-                h = int(head[1:])
-                attention_module(other, attention).W_o.weight[:, 32 * h:32 * (h + 1)] = 0.0
+                *path, head = name.split(".")
+                by_head = attention_module(other, ".".join(path)).W_o.weight.view(128, 4, 32)
+                by_head[:, int(head.removeprefix("h"))] = 0.0
         return other.generate(src)
 
     # Targets that some head sets get partly right: even rows from the full model, odd rows

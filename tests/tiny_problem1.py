@@ -8,7 +8,7 @@ that a mistake in one part costs points in that part only:
     boolean masks, True = attend), computed by torch's own multi-head attention;
   - causal_mask: torch's own causal mask, as a boolean mask (True = attend);
   - StandInAdder: the provided AdditionTransformer stack (embedding, encode, decode,
-    generate) over stand-in layers of plain residual sublayers, with no LayerNorm: not the
+    generate) over stand-in layers with their sublayers side by side, no LayerNorm: not the
     homework's post-norm layers, but with their interface and attribute names;
   - Split: an AdditionDataset stand-in made from given tensors;
   - ScoreTable: a score over sets of removed heads, from a table, that records its calls;
@@ -66,8 +66,9 @@ class TorchAttention(nn.Module):
 
 
 class ResidualEncoderLayer(nn.Module):
-    """EncoderLayer's interface (x, mask) -> (x, self weights) over plain residual
-    sublayers, x + Drop(SelfAttn(x)) then x + Drop(FFN(x)), with no LayerNorm."""
+    """EncoderLayer's interface (x, mask) -> (x, self weights), with its sublayers side by
+    side on the same input (not the homework's layer): x + Drop(SelfAttn(x)) + Drop(FFN(x)),
+    no LayerNorm."""
 
     def __init__(self, d_model: int, num_heads: int, d_ff: int, dropout: float):
         super().__init__()
@@ -76,14 +77,14 @@ class ResidualEncoderLayer(nn.Module):
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, x, mask=None):
-        attended, weights = self.self_attn(x, x, x, mask)
-        x = x + self.dropout(attended)
-        return x + self.dropout(self.ffn(x)), weights
+        out, weights = self.self_attn(x, x, x, mask)
+        return x + self.dropout(out) + self.dropout(self.ffn(x)), weights
 
 
 class ResidualDecoderLayer(nn.Module):
     """DecoderLayer's interface (x, memory, self_mask=None: causal, memory_mask) -> (x, self
-    weights, cross weights) over plain residual sublayers, with no LayerNorm."""
+    weights, cross weights), its three sublayers side by side on the same input (not the
+    homework's layer), no LayerNorm."""
 
     def __init__(self, d_model: int, num_heads: int, d_ff: int, dropout: float):
         super().__init__()
@@ -93,13 +94,11 @@ class ResidualDecoderLayer(nn.Module):
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, x, memory, self_mask=None, memory_mask=None):
-        if self_mask is None:
-            self_mask = causal_mask(x.size(1), x.device)
-        attended, self_weights = self.self_attn(x, x, x, self_mask)
-        x = x + self.dropout(attended)
-        attended, cross_weights = self.cross_attn(x, memory, memory, memory_mask)
-        x = x + self.dropout(attended)
-        return x + self.dropout(self.ffn(x)), self_weights, cross_weights
+        causal = causal_mask(x.size(1), x.device) if self_mask is None else self_mask
+        own, self_weights = self.self_attn(x, x, x, causal)
+        read, cross_weights = self.cross_attn(x, memory, memory, memory_mask)
+        out = x + self.dropout(own) + self.dropout(read) + self.dropout(self.ffn(x))
+        return out, self_weights, cross_weights
 
 
 class StandInAdder(AdditionTransformer):

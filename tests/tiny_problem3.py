@@ -41,9 +41,9 @@ class TinyLM(torch.nn.Module):
             start = kv_cache[0].get("seen", 0)
             kv_cache[0]["seen"] = start + T
         if start + T > self.max_len:
-            raise ValueError(f"sequence of {start + T} positions exceeds max_len {self.max_len}")
-        positions = torch.arange(start, start + T, device=input_ids.device)
-        return self.head(self.dropout(self.tok_emb(input_ids) + self.pos_emb(positions)))
+            raise ValueError(f"TinyLM holds {self.max_len} positions, not {start + T}")
+        where = start + torch.arange(T, device=input_ids.device)
+        return self.head(self.dropout(self.tok_emb(input_ids) + self.pos_emb(where)))
 
 
 class ScriptedLM(torch.nn.Module):
