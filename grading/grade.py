@@ -187,8 +187,11 @@ def copy_submission(source: Path, out: Path) -> None:
         dirs[:] = [d for d in dirs if not d.startswith(".") and d != "__pycache__"]
         for name in names:
             path = Path(folder) / name
-            if path.is_symlink() or not path.is_file() or path.suffix == ".pth":
+            if path.is_symlink() or not path.is_file():
                 continue
+            if path.suffix == ".pth" and not (name.startswith("model_")
+                                              and path.parent.name == "results"):
+                continue  # weights: only the runs' own (step checkpoints, resume files stay)
             try:
                 size = path.stat().st_size
             except OSError:
@@ -308,25 +311,85 @@ RESULT_FILE_BYTES = 5 * 2**20  # a metrics file or training log the grader reads
 
 def results_files(folder: Path, problem: str, out: Path) -> Path:
     """out holding only the submission's result files the grader reads, as plain files:
-    metrics.json and the training logs of the prescribed runs (by the run registry), each
-    at most RESULT_FILE_BYTES. A run name in metrics.json then names no other file: with no
-    folder in out, a path such as training_log_x/../../secret.json resolves to nothing."""
+    metrics.json, and per prescribed run (by the run registry) its training log, its
+    weights (Problems 1 and 2) and, for Problem 3's long run, its samples, each within its
+    size limit (grading.recompute). A run name in metrics.json then names no other file:
+    with no folder in out, a path such as training_log_x/../../secret.json resolves to
+    nothing."""
     import importlib
 
-    runs = importlib.import_module(f"{problem}.config").RUNS
+    from grading import recompute
+
+    config = importlib.import_module(f"{problem}.config")
+    names = {"metrics.json": RESULT_FILE_BYTES}
+    for run in config.RUNS:
+        names[f"training_log_{run}.json"] = recompute.LOG_BYTES
+        if problem != "problem3":
+            names[f"model_{run}.pth"] = recompute.WEIGHTS_BYTES
+    if problem == "problem3":
+        names[f"samples_{config.MAIN_RUN}.txt"] = recompute.SAMPLES_BYTES
     out.mkdir(mode=0o700)
-    for name in ["metrics.json", *(f"training_log_{run}.json" for run in runs)]:
+    for name, limit in names.items():
         path = folder / name
-        if path.is_file() and not path.is_symlink() and path.stat().st_size <= RESULT_FILE_BYTES:
+        if path.is_file() and not path.is_symlink() and path.stat().st_size <= limit:
             shutil.copyfile(path, out / name)
     return out
 
 
+def recomputed(problem: str, results: Path, bands: dict, seconds: float = 180) -> dict:
+    """grading.recompute's {run: {quantity: {"value", "claimed", "status", "why"}}} for the
+    files in results, computed in a forked child (its memory is returned when it ends), or
+    {"fault": why} if the grader's own data is missing or the child failed."""
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.close(read_fd)
+            from grading import recompute
+
+            try:
+                answer = {"found": recompute.recompute(problem, results, bands=bands)}
+            except recompute.GraderDataError as err:
+                answer = {"fault": f"the grader's data is not the homework's ({err})"}
+            except Exception as err:  # a fault of the grader's: never the student's points
+                answer = {"fault": f"the grader failed ({type(err).__name__}: {err})"[:300]}
+            with os.fdopen(write_fd, "w") as pipe:
+                json.dump(answer, pipe, default=repr)
+        finally:
+            os._exit(0)
+    os.close(write_fd)
+    import select
+
+    chunks, deadline = [], time.monotonic() + seconds
+    with os.fdopen(read_fd, "rb") as pipe:
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([pipe], [], [], deadline - time.monotonic())
+            if not ready:
+                break
+            chunk = os.read(pipe.fileno(), 1 << 20)
+            if not chunk:
+                break
+            chunks.append(chunk)
+    try:
+        os.kill(pid, 9)
+    except ProcessLookupError:
+        pass
+    os.waitpid(pid, 0)
+    try:
+        answer = json.loads(b"".join(chunks))
+    except ValueError:
+        return {"fault": f"the grader could not recompute {problem}'s results in {seconds:.0f} s"}
+    return answer.get("found") if "found" in answer else {"fault": answer.get("fault", "")}
+
+
 def grade_results(kit: Kit, root: Path | None, scratch: Path) -> list[dict]:
-    """Each problem's headline numbers against the reference bands: one entry per graded
-    quantity, or one 0-point entry saying why a problem's results could not be checked.
-    A quantity's entry is shown after publication only and names no band: the student sees
-    their value and whether it lies in the reference range, never the range."""
+    """Each problem's graded numbers, recomputed by trusted code from the submission's own
+    files (grading/recompute.py: weights, logs, samples), against the reference bands: one
+    entry per graded quantity, or one 0-point entry saying why a problem's results could
+    not be checked. Only a recomputed value can earn points; one that no file supports is
+    "unverified" and earns none. A quantity's entry is shown after publication only and
+    names no band: the student sees the value and whether it lies in the reference range,
+    never the range, and where their metrics.json says otherwise."""
     entries = []
     for problem, points in RUBRIC.RESULTS.items():
         bands = kit.bands.get(problem)
@@ -336,30 +399,43 @@ def grade_results(kit: Kit, root: Path | None, scratch: Path) -> list[dict]:
                   for q, band in quantities.items() if band.get("graded", True)]
         tag = f"{problem}-results"
         folder = root / problem / "results" if root is not None else None
-        try:
-            if folder is None or not (folder / "metrics.json").is_file():
-                raise FileNotFoundError(f"your submission has no {problem}/results/metrics.json")
-            plain = results_files(folder, problem, scratch / f"{problem}-results")
-            submitted = bands_tool.QUANTITIES[problem](plain)
-            if not isinstance(submitted, dict):
-                raise TypeError("metrics.json is not an object")
-        except Exception as err:  # any malformed submission file
-            message = str(err) if isinstance(err, FileNotFoundError) and not err.filename \
-                else f"could not read {problem}/results: {type(err).__name__}: {err}"[:300]
+        if folder is None or not (folder / "metrics.json").is_file():
             entries.append({"name": f"{problem} results", "score": 0.0, "max_score": points,
-                            "visibility": "visible", "tags": [tag], "output": message})
+                            "visibility": "visible", "tags": [tag],
+                            "output": f"your submission has no {problem}/results/metrics.json"})
             continue
+        found = recomputed(problem, results_files(folder, problem,
+                                                  scratch / f"{problem}-results"), bands)
         for run, quantity, band in checks:
-            entry = submitted.get(run)
-            value = entry.get(quantity) if isinstance(entry, dict) else None
-            inside, _ = in_band(value, band, quantity)
+            if "fault" in found:
+                item = {"status": "fault", "why": found["fault"]}
+            else:
+                item = found.get(run, {}).get(quantity) or {
+                    "status": "unverified", "why": "nothing was recomputed for it"}
+            inside, words = result_words(item, band, quantity)
             entries.append({
                 "name": f"{problem} results: {run} {quantity}",
                 "score": points / len(checks) if inside else 0.0,
                 "max_score": points / len(checks), "visibility": "after_published",
-                "tags": [tag], "output": f"yours {_shown(value)}: " + (
-                    "inside the reference range" if inside else "outside the reference range")})
+                "tags": [tag], "output": words})
     return entries
+
+
+def result_words(item: dict, band: dict, quantity: str) -> tuple[bool, str]:
+    """(whether a recomputed quantity earns its points, what its entry says)."""
+    status, why = item.get("status"), str(item.get("why", ""))[:300]
+    if status == "fault":
+        return False, f"not graded: {why}; please tell the course staff"
+    if status not in ("verified", "differs"):
+        return False, f"unverified, no points: {why}"
+    value = item.get("value")
+    inside, _ = in_band(value, band, quantity)
+    words = f"recomputed from your files {_shown(value)}: " + (
+        "inside the reference range" if inside else "outside the reference range")
+    if status == "differs":
+        words += (f"; your metrics.json says {_shown(item.get('claimed'))} (check how your "
+                  "evaluation computes it)")
+    return inside, words
 
 
 def _shown(value) -> str:
@@ -532,6 +608,9 @@ python3 -m venv "$ROOT/venv"
 cd "$ROOT/source"
 pip install torch --index-url https://download.pytorch.org/whl/cpu
 pip install -r requirements.txt
+# the data the results are recomputed on (grading/recompute.py checks its fingerprints); the
+# kit's own simulation sets AUTOGRADER_NO_DATA, which leaves the results "not graded"
+[ -n "${AUTOGRADER_NO_DATA:-}" ] || python generate_datasets.py
 # the user submissions run as; the grading files are root's alone
 id -u hw-sandbox >/dev/null 2>&1 || useradd --system --no-create-home \\
     --shell /usr/sbin/nologin hw-sandbox
@@ -551,7 +630,8 @@ if [ ! -s "$ROOT/results/results.json" ]; then  # the grader itself failed: say 
 fi
 """
 
-AUTOGRADER_FILES = ("requirements.txt", "conftest.py", "pyproject.toml", "provided/**/*",
+AUTOGRADER_FILES = ("requirements.txt", "conftest.py", "pyproject.toml", "generate_datasets.py",
+                    "provided/**/*",
                     "problem*/*.py", "problem1/position_table.pt", "problem*/results/"
                     "reference_bands.json", "tests/**/*", "grading/*.py", "grading/hidden/*",
                     "tools/__init__.py", "tools/bands.py")
