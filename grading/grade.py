@@ -336,10 +336,12 @@ def results_files(folder: Path, problem: str, out: Path) -> Path:
     return out
 
 
-def recomputed(problem: str, results: Path, bands: dict, seconds: float = 180) -> dict:
+def recomputed(problem: str, folder: Path, out: Path, bands: dict, seconds: float = 180) -> dict:
     """grading.recompute's {run: {quantity: {"value", "claimed", "status", "why"}}} for the
-    files in results, computed in a forked child (its memory is returned when it ends), or
-    {"fault": why} if the grader's own data is missing or the child failed."""
+    submission's results folder (its files copied plain to out first, results_files),
+    computed in a forked child, which alone imports the recomputation (its memory is
+    returned when it ends); or {"fault": why} if the grader's own data is missing or the
+    child failed."""
     read_fd, write_fd = os.pipe()
     pid = os.fork()
     if pid == 0:
@@ -348,6 +350,7 @@ def recomputed(problem: str, results: Path, bands: dict, seconds: float = 180) -
             from grading import recompute
 
             try:
+                results = results_files(folder, problem, out)
                 answer = {"found": recompute.recompute(problem, results, bands=bands)}
             except recompute.GraderDataError as err:
                 answer = {"fault": f"the grader's data is not the homework's ({err})"}
@@ -404,8 +407,7 @@ def grade_results(kit: Kit, root: Path | None, scratch: Path) -> list[dict]:
                             "visibility": "visible", "tags": [tag],
                             "output": f"your submission has no {problem}/results/metrics.json"})
             continue
-        found = recomputed(problem, results_files(folder, problem,
-                                                  scratch / f"{problem}-results"), bands)
+        found = recomputed(problem, folder, scratch / f"{problem}-results", bands)
         for run, quantity, band in checks:
             if "fault" in found:
                 item = {"status": "fault", "why": found["fault"]}
