@@ -401,3 +401,27 @@ def test_run_names_cannot_reach_other_files(tmp_path):
 def test_a_huge_number_is_not_a_result():
     band = {"n_seeds": 5, "mean": 0.5, "sd": 0.1, "min": 0.4, "max": 0.6}
     assert grade.in_band(10**400, band)[0] is False
+
+
+def test_copied_numbers_without_runs_earn_no_results_points(tmp_path):
+    """The reference's own metrics.json files, copied without a single weight, log or sample
+    file (or with logs of other runs renamed), earn no results point: every value judged is
+    recomputed from the submission's files."""
+    sub = tmp_path / "sub"
+    for problem in ("problem1", "problem2", "problem3"):
+        (sub / problem / "results").mkdir(parents=True)
+        shutil.copy(REPO_ROOT / problem / "results" / "metrics.json",
+                    sub / problem / "results" / "metrics.json")
+    logs = sorted((REPO_ROOT / "problem3" / "results").glob("training_log_*_s1500.json"))
+    for log, other in zip(logs, logs[1:] + logs[:1]):  # every sweep log under another's name
+        shutil.copy(log, sub / "problem3" / "results" / other.name)
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    entries = grade.grade_results(grade.Kit({}, {}, grade.read_bands(), {}), sub, scratch)
+    if not entries:
+        pytest.skip("no reference_bands.json yet (make seeds)")
+    if any(e["output"].startswith("not graded: the grader's data") for e in entries):
+        pytest.skip("no data folder here (python generate_datasets.py)")
+    earned = [e["name"] for e in entries if e["score"] > 0]
+    assert not earned, earned
+    assert all(e["output"].startswith("unverified") for e in entries), entries[0]["output"]
