@@ -58,6 +58,7 @@ TREE_FILES = ("conftest.py", "pyproject.toml", "provided/**/*.py", "problem*/*.p
               "problem1/position_table.pt", "tests/*.py", "tests/fixtures/*")
 SUBMISSION_LIMIT_BYTES = 200 * 2**20
 SUBMISSION_FILE_BYTES = 20 * 2**20
+SUBMISSION_FILES = 5000  # files taken from a submission, at most
 DEADLINE_S = 540  # Gradescope stops an autograder at 10 minutes, with no feedback at all
 TEST_CPU_S = 20  # one test's limit at one full core (the slowest reference test: 3.5 s)
 RUN_TESTS = 3  # a run may take as long as this many tests at their limit
@@ -182,7 +183,7 @@ def _collect_ids(tree: Path) -> dict:
 def copy_submission(source: Path, out: Path) -> None:
     """The submission's regular files (no links, nothing over the size limits) under out:
     everything the grader reads of a submission comes from this copy."""
-    total = 0
+    total, count = 0, 0
     for folder, dirs, names in os.walk(source, followlinks=False):
         dirs[:] = [d for d in dirs if not d.startswith(".") and d != "__pycache__"]
         for name in names:
@@ -196,7 +197,8 @@ def copy_submission(source: Path, out: Path) -> None:
                 size = path.stat().st_size
             except OSError:
                 continue
-            if size > SUBMISSION_FILE_BYTES or total + size > SUBMISSION_LIMIT_BYTES:
+            if (size > SUBMISSION_FILE_BYTES or total + size > SUBMISSION_LIMIT_BYTES
+                    or count >= SUBMISSION_FILES):
                 continue
             target = out / path.relative_to(source)
             try:  # a path too long here, a file that vanished or cannot be read: left out
@@ -204,7 +206,7 @@ def copy_submission(source: Path, out: Path) -> None:
                 shutil.copyfile(path, target)
             except OSError:
                 continue
-            total += size
+            total, count = total + size, count + 1
 
 
 def find_root(submission: Path) -> Path | None:
@@ -526,6 +528,10 @@ def grade(submission: Path, grader: Grader, parts: list[str], out: Path | None,
     before any hidden one."""
     kit = grader.kit
     start = time.monotonic()
+    if out is not None:  # before the submission is read: a grader stopped there leaves this
+        write_json(out, results_json(
+            [e for part in parts for which in ("visible", "hidden")
+             for e in part_entries(kit, part, which, {}, STOPPED)], start))
     with tempfile.TemporaryDirectory(prefix="grade_") as scratch:
         scratch = Path(scratch)
         scratch.chmod(0o711)
@@ -848,9 +854,10 @@ def main(argv=None) -> int:
 def grade_folder(folder: Path, csv_path: Path, grader: Grader, parts: list[str],
                  deadline: float) -> int:
     """One CSV row per submission folder inside folder: total and per-part scores (hidden
-    tests included: the CSV is the instructor's)."""
+    tests included: the CSV is the instructor's), and a note. The CSV is rewritten after
+    every submission; one the grader failed on is a row with the reason, the others go on."""
     submissions = sorted(p for p in folder.iterdir() if p.is_dir())
-    columns = ["submission", "score", "max_score", *parts, "results"]
+    columns = ["submission", "score", "max_score", *parts, "results", "note"]
     rows = []
     for path in submissions:
         budget = Budget(time.monotonic() + deadline, grader.test_seconds)
@@ -858,23 +865,34 @@ def grade_folder(folder: Path, csv_path: Path, grader: Grader, parts: list[str],
             results = grade(path, grader, parts, None, budget,
                             keep=csv_path.parent / GRADED_FOLDER / path.name)
         except Exception as err:  # a grader failure on one submission: the others go on
-            print(f"{path.name}: could not be graded ({type(err).__name__}: {err})")
-            continue
-        tests = results["tests"]
-        by_part = {part: _sum([t for t in tests if part in t["tags"]], "score") for part in parts}
-        rows.append({"submission": path.name, "score": results["score"],
-                     "max_score": _sum(tests, "max_score"), **by_part,
-                     "results": _sum([t for t in tests if t["tags"][0].endswith("-results")],
-                                     "score")})
-        print(f"{path.name}: {results['score']:.2f} / {rows[-1]['max_score']:.2f}", flush=True)
-    tmp = csv_path.with_name(csv_path.name + ".tmp")
+            rows.append({"submission": path.name, "score": 0.0,
+                         "note": f"not graded: the grader failed ({type(err).__name__}: "
+                                 f"{err})"[:300]})
+            print(f"{path.name}: {rows[-1]['note']}", flush=True)
+        else:
+            tests = results["tests"]
+            by_part = {part: _sum([t for t in tests if part in t["tags"]], "score")
+                       for part in parts}
+            results_points = _sum([t for t in tests if t["tags"][0].endswith("-results")],
+                                  "score")
+            rows.append({"submission": path.name, "score": results["score"],
+                         "max_score": _sum(tests, "max_score"), **by_part,
+                         "results": results_points, "note": ""})
+            print(f"{path.name}: {results['score']:.2f} / {rows[-1]['max_score']:.2f}",
+                  flush=True)
+        write_csv(csv_path, columns, rows)
+    write_csv(csv_path, columns, rows)
+    print(f"wrote {csv_path}: {len(rows)} submissions")
+    return 0
+
+
+def write_csv(path: Path, columns: list[str], rows: list[dict]) -> None:
+    tmp = path.with_name(path.name + ".tmp")
     with open(tmp, "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=columns)
         writer.writeheader()
         writer.writerows(rows)
-    os.replace(tmp, csv_path)
-    print(f"wrote {csv_path}: {len(rows)} submissions")
-    return 0
+    os.replace(tmp, path)
 
 
 if __name__ == "__main__":

@@ -425,3 +425,30 @@ def test_copied_numbers_without_runs_earn_no_results_points(tmp_path):
     earned = [e["name"] for e in entries if e["score"] > 0]
     assert not earned, earned
     assert all(e["output"].startswith("unverified") for e in entries), entries[0]["output"]
+
+
+@pytest.mark.parametrize("extra", [
+    "\nX = " + " + ".join(["1"] * 100_000) + "\n",  # RecursionError in compile()
+    "\nY = " + "-" * 100_000 + "1\n",  # MemoryError or RecursionError
+])
+def test_a_file_that_breaks_the_compiler_fails_its_parts_only(handout, tmp_path, extra):
+    sub = _fill(handout, tmp_path / "sub", REPO_ROOT, ["problem1/attention.py"])
+    path = sub / "problem1" / "attention.py"
+    path.write_text(path.read_text() + extra)
+    kit = grade.Kit(grade.tree_files(), {}, {}, {})
+    _, reasons = grade.submission_code(kit, sub)
+    assert set(reasons) == {"p1b"} and "problem1/attention.py" in reasons["p1b"], reasons
+
+
+def test_the_splice_splits_lines_as_python_does(handout, tmp_path):
+    """A U+2028 or a form feed in a comment, and an import the handout lacks: the file is
+    taken whole, and the spliced code compiles."""
+    sub = _fill(handout, tmp_path / "sub", REPO_ROOT, ["problem1/attention.py"])
+    path = sub / "problem1" / "attention.py"
+    path.write_text("# a comment\u2028with a separator\f and a form feed\nimport math\n"
+                    + path.read_text())
+    kit = grade.Kit(grade.tree_files(), {}, {}, {})
+    code, reasons = grade.submission_code(kit, sub)
+    assert reasons == {}, reasons
+    compile(code["problem1/attention.py"], "attention.py", "exec")
+    assert b"import math" in code["problem1/attention.py"]
