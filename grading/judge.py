@@ -1,7 +1,8 @@
 """A judge: the pytest process that runs graded tests and reports their outcomes.
 
-A judge is forked from the grader (grading/grade.py) and runs the graded tests, public and
-hidden, in a tree that holds the tests and the HANDOUT's code: every solution region there
+A judge is forked from the zygote (grading/sandbox.py) at the grader's request, so that it
+shares the zygote's libraries with the sandboxes, and runs the graded tests, public and
+hidden, in a root-only tree the grader wrote, which holds the tests and the HANDOUT's code: every solution region there
 raises NotImplementedError, so a test that called the code under test directly, and not
 through tests/seam.py, would fail. Every `submission(...)` call of a test goes to a sandbox
 of that test's own (grading/sandbox.py), which holds the submission's code and answers
