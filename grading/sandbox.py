@@ -5,7 +5,8 @@ Each graded test that calls the submission gets a sandbox of its own: a process 
 the zygote, a fresh Python interpreter that the grader starts before it reads anything
 secret (hidden tests, reference solutions, bands, rubric), which imports torch, numpy and
 the other libraries once and then only forks: sandboxes, and the judges themselves (which
-read their tests from a tree the grader wrote, after the fork). Before it serves a request, a sandbox
+read their tests from a tree the grader wrote, after the fork). Before it serves a
+request, a sandbox
 
   - starts a session of its own, with limits on file size, core dumps, open files, address
     space and (sealed) processes;
