@@ -3,12 +3,12 @@
 A judge is forked from the zygote (grading/sandbox.py) at the grader's request, so that it
 shares the zygote's libraries with the sandboxes, and runs the graded tests, public and
 hidden, in a root-only tree the grader wrote, which holds the tests and the HANDOUT's code:
-every solution region there raises NotImplementedError, so a test that called the code
-under test directly, and not through tests/seam.py, would fail. Every `submission(...)`
-call of a test goes to a sandbox of that test's own (grading/sandbox.py), which holds the
-submission's code and answers with data only. So the judge never imports a module of the submission, never runs its code
-and never unpickles what it returns; the outcome it reports is pytest's, in a process that
-the submission cannot reach (another user when sealed, and not dumpable).
+every solution region there raises NotImplementedError, so a test that called the code under
+test directly, and not through tests/seam.py, would fail. Every `submission(...)` call of a
+test goes to a sandbox of that test's own (grading/sandbox.py), which holds the submission's
+code and answers with data only. So the judge never imports a module of the submission,
+never runs its code and never unpickles what it returns; the outcome it reports is pytest's,
+in a process that the submission cannot reach (another user when sealed, and not dumpable).
 
 The grader reads one JSON line per test start and end from the judge's pipe.
 """
