@@ -5,21 +5,16 @@ import torch
 
 from problem1.dataset import BOS, PLUS
 from tests.seam import submission
-from tests.tiny_problem1 import causal_mask, use_torch_attention
+from tests.tiny_problem1 import causal_mask, torch_attention  # noqa: F401 (a fixture)
 
-pytestmark = pytest.mark.p1c
+# the layers under test attend with torch's attention, not Part B's (tests/tiny_problem1.py)
+pytestmark = [pytest.mark.p1c, pytest.mark.usefixtures("torch_attention")]
 
 model_module = submission("problem1.model")
 AdditionTransformer = model_module.AdditionTransformer
 DecoderLayer = model_module.DecoderLayer
 EncoderLayer = model_module.EncoderLayer
 
-
-@pytest.fixture(autouse=True)
-def torch_attention(monkeypatch):
-    """The layers under test attend with torch's multi-head attention (TorchAttention) and
-    its causal mask, not Part B's: a mistake in Part B costs no points here."""
-    use_torch_attention(monkeypatch)
 
 
 def inputs(*shapes, seed=0):

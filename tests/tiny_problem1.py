@@ -17,6 +17,7 @@ that a mistake in one part costs points in that part only:
 Nothing here trains or reads data; every class is made of torch's own modules and functions.
 """
 
+import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -186,6 +187,14 @@ def random_items(n: int, seed: int) -> tuple:
 def split(src, tgt_in, tgt_out):
     """A Split made next to the code under test, of these tensors."""
     return submission("tests.tiny_problem1").Split(src, tgt_in, tgt_out)
+
+
+@pytest.fixture
+def torch_attention(monkeypatch):
+    """Imported by a test module with autouse: the layers under test attend with torch's
+    multi-head attention (TorchAttention) and its causal mask, not Part B's, so that a
+    mistake in Part B costs no points there."""
+    use_torch_attention(monkeypatch)
 
 
 def use_torch_attention(monkeypatch) -> None:
