@@ -30,6 +30,7 @@ import os
 import shutil
 import sys
 import tempfile
+import threading
 import time
 import zipfile
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -561,9 +562,12 @@ def grade(submission: Path, grader: Grader, parts: list[str], out: Path | None,
                                           reasons.get(part) or unreached.get(part, STOPPED))
                     ] + results
 
+        saving = threading.Lock()  # the judges' threads report side by side
+
         def save() -> None:
             if out is not None:
-                write_json(out, results_json(entries({}), start, note))
+                with saving:
+                    write_json(out, results_json(entries({}), start, note))
         save()
         runnable = [node for (part, which), ids in sorted(
             nodes.items(), key=lambda item: item[0][1] == "hidden") if part not in reasons
