@@ -122,7 +122,7 @@ clean-results:
 
 # BEGIN INSTRUCTORS
 .PHONY: handout autograder grade-check seeds seeds-problem1 seeds-problem2 seeds-problem3 \
-        samples10k pruning-bias bands mutants rotary-window carry-probe
+        samples10k pruning-bias bands mutants rotary-window carry-probe grade-limits
 # ----------------------------------------------------------------------- extra seeds
 # Seeds 1-4 of every Problem 1, 2 and 3 run, each seed in its own folder
 # problemN/results/seeds/seed{S}/ (seed 0 is the committed run itself). Problems 1 and 2
@@ -228,4 +228,9 @@ mutants:
 grade-check:
 	$(PY) -m tools.grade_check
 	$(PY) -m grading.mutants
+
+# the grader in a 768 MiB / 0.5 CPU cgroup (v1, root) against a memory bomb, a /dev/shm and a
+# disk fill and a thread storm: each scores 0 and the grader survives (about 3 minutes)
+grade-limits:
+	$(PY) -m tools.grade_limits
 # END INSTRUCTORS
