@@ -484,7 +484,10 @@ def test_nothing_outlives_a_test(graded):
         assert not Path(folder, "hw_left_behind").exists(), f"a file left in {folder}"
     shm = Path("/proc/sysvipc/shm").read_text().splitlines()
     assert not any(line.split()[0] == str(0x5EED) for line in shm[1:]), "shared memory left"
-    assert graded["keeps_forking"]["seconds"] < 60, graded["keeps_forking"]["seconds"]
+    # a process that keeps forking is stopped and killed at once: measured 0.7 s over the
+    # empty handout's 9 s (it once stretched a part's grading from 10 s to 59 s)
+    extra = graded["keeps_forking"]["seconds"] - graded["handout"]["seconds"]
+    assert extra < 10, f"endless forking cost {extra:.1f} s more than the empty handout"
 
 
 def test_no_file_of_the_grading_repository_changed(graded):
