@@ -17,6 +17,8 @@ that a mistake in one part costs points in that part only:
 Nothing here trains or reads data; every class is made of torch's own modules and functions.
 """
 
+import random
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -170,6 +172,20 @@ def adder_and_twin(seed: int = 0, **options):
     model = submission("tests.tiny_problem1").StandInAdder(**options)
     model.load_state_dict(twin.state_dict())
     return model, twin
+
+
+def reversed_sums(n: int = 6, seed: int = 0) -> tuple:
+    """(src [n, 7], tgt_in [n, 4], tgt_out [n, 4]) of n random sums in reversed order, built
+    by hand (not by AdditionDataset)."""
+    rng = random.Random(seed)
+    src, tgt_in, tgt_out = [], [], []
+    for _ in range(n):
+        a, b = rng.randint(0, 999), rng.randint(0, 999)
+        out = [int(c) for c in f"{a + b:04d}"][::-1]
+        src.append([int(c) for c in f"{a:03d}"] + [PLUS] + [int(c) for c in f"{b:03d}"])
+        tgt_out.append(out)
+        tgt_in.append([BOS] + out[:3])
+    return torch.tensor(src), torch.tensor(tgt_in), torch.tensor(tgt_out)
 
 
 def random_items(n: int, seed: int) -> tuple:

@@ -1,7 +1,6 @@
 """Hidden tests, Problem 1 Part D: the training step against an Adam step taken by hand on
 the teacher-forced loss, greedy validation that never reads tgt_in, and steps_to_95's edges."""
 
-import random
 
 import pytest
 import torch
@@ -9,7 +8,7 @@ import torch.nn.functional as F
 
 from problem1.dataset import BOS, PLUS
 from tests.seam import submission
-from tests.tiny_problem1 import adder_and_twin, split
+from tests.tiny_problem1 import adder_and_twin, reversed_sums, split
 
 pytestmark = pytest.mark.p1d
 
@@ -18,22 +17,11 @@ steps_to_95, train_step, validate = train.steps_to_95, train.train_step, train.v
 optim = submission("torch.optim")  # optimizers of the model under test are made next to it
 
 
-def batch(n=6, seed=0):
-    """n random sums as (src, tgt_in, tgt_out), reversed order, built by hand."""
-    rng = random.Random(seed)
-    src, tgt_in, tgt_out = [], [], []
-    for _ in range(n):
-        a, b = rng.randint(0, 999), rng.randint(0, 999)
-        out = [int(c) for c in f"{a + b:04d}"][::-1]
-        src.append([int(c) for c in f"{a:03d}"] + [PLUS] + [int(c) for c in f"{b:03d}"])
-        tgt_out.append(out)
-        tgt_in.append([BOS] + out[:3])
-    return torch.tensor(src), torch.tensor(tgt_in), torch.tensor(tgt_out)
 
 
 def test_train_step_is_one_adam_step_on_the_teacher_forced_loss():
     model, twin = adder_and_twin(1, dropout=0.0)
-    src, tgt_in, tgt_out = batch()
+    src, tgt_in, tgt_out = reversed_sums()
     optimizer = optim.Adam(model.parameters(), lr=1e-3)
     twin_optimizer = torch.optim.Adam(twin.parameters(), lr=1e-3)
     for _ in range(2):  # two steps: the optimizer state carries over between calls
@@ -50,7 +38,7 @@ def test_train_step_is_one_adam_step_on_the_teacher_forced_loss():
 
 def test_train_step_loss_is_the_mean_over_the_four_digits():
     model, twin = adder_and_twin(2, dropout=0.0)
-    src, tgt_in, tgt_out = batch(n=1, seed=3)
+    src, tgt_in, tgt_out = reversed_sums(n=1, seed=3)
     with torch.no_grad():
         log_probs = twin(src, tgt_in)[0].log_softmax(-1)[0]  # [4, 12]
     expected = -sum(log_probs[j, tgt_out[0, j]].item() for j in range(4)) / 4
@@ -60,7 +48,7 @@ def test_train_step_loss_is_the_mean_over_the_four_digits():
 
 
 def test_validate_never_reads_tgt_in():
-    src, tgt_in, _ = batch(n=40, seed=4)
+    src, tgt_in, _ = reversed_sums(n=40, seed=4)
     model, twin = adder_and_twin(5)
     twin.eval()
     with torch.no_grad():  # the argmax is a digit whether or not PLUS and BOS compete

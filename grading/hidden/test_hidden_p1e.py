@@ -2,15 +2,14 @@
 greedy pruning on other hand-made scores (recomputed costs, ties in the middle), the calls
 single_head_ablation makes, and the mean attention maps against per-example averages."""
 
-import random
 
 import pytest
 import torch
 
-from problem1.dataset import BOS, PLUS
+from problem1.dataset import BOS
 from problem1.evaluate import HEAD_NAMES
 from tests.seam import submission
-from tests.tiny_problem1 import TorchAttention, adder_and_twin, split
+from tests.tiny_problem1 import TorchAttention, adder_and_twin, reversed_sums, split
 
 pytestmark = pytest.mark.p1e
 
@@ -20,17 +19,6 @@ remove_head, single_head_ablation = evaluate.remove_head, evaluate.single_head_a
 stand_ins = submission("tests.tiny_problem1")
 
 
-def sums(n, seed):
-    """(src [n, 7], tgt_in [n, 4], tgt_out [n, 4]) of n random sums, reversed order, by hand."""
-    rng = random.Random(seed)
-    src, tgt_in, tgt_out = [], [], []
-    for _ in range(n):
-        a, b = rng.randint(0, 999), rng.randint(0, 999)
-        out = [int(c) for c in f"{a + b:04d}"][::-1]
-        src.append([int(c) for c in f"{a:03d}"] + [PLUS] + [int(c) for c in f"{b:03d}"])
-        tgt_in.append([BOS] + out[:3])
-        tgt_out.append(out)
-    return torch.tensor(src), torch.tensor(tgt_in), torch.tensor(tgt_out)
 
 
 def table(scores):
@@ -109,7 +97,7 @@ def test_single_head_ablation_scores_each_head_alone_in_order():
 
 
 def test_mean_attention_maps_are_averages_of_single_examples():
-    items = sums(5, seed=6)
+    items = reversed_sums(5, seed=6)
     model, twin = adder_and_twin(7)
     model.eval()
     twin.eval()
@@ -166,7 +154,7 @@ def test_removing_a_head_removes_exactly_its_term_from_the_output():
 
 
 def test_mean_attention_maps_use_greedy_predictions():
-    src, tgt_in, tgt_out = sums(24, seed=8)
+    src, tgt_in, tgt_out = reversed_sums(24, seed=8)
     model, twin = adder_and_twin(0)
     model.eval()
     twin.eval()
