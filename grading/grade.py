@@ -27,6 +27,7 @@ import csv
 import json
 import math
 import os
+import select
 import shutil
 import sys
 import tempfile
@@ -364,8 +365,6 @@ def recomputed(problem: str, folder: Path, out: Path, bands: dict, seconds: floa
         finally:
             os._exit(0)
     os.close(write_fd)
-    import select
-
     chunks, deadline = [], time.monotonic() + seconds
     with os.fdopen(read_fd, "rb") as pipe:
         while time.monotonic() < deadline:

@@ -16,6 +16,7 @@ The grader reads one JSON line per test start and end from the judge's pipe.
 import ctypes
 import json
 import os
+import select
 import shutil
 import signal
 import sys
@@ -184,8 +185,6 @@ def _one_judge(tree, nodes, seat, repo, result, test_seconds, deadline, too_late
     backstop = test_seconds + 15  # pytest-timeout ends a test first; this ends a stuck judge
     limit = time.monotonic() + 4 * test_seconds  # collection included
     ended_by_itself = False
-    import select
-
     def record(node: str, passed: bool, output: str) -> None:
         result.outcomes.setdefault(node, (passed, output))
         if on_outcome is not None:

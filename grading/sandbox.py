@@ -125,12 +125,15 @@ def make_tree(out: Path, files: dict[str, bytes], owner: Sandbox | None = None) 
 
 
 def give(folder: Path, owner: Sandbox) -> None:
-    """Make folder and everything under it the sandbox user's (links themselves only)."""
-    for path in [folder, *folder.rglob("*")]:
-        try:
-            os.chown(path, owner.uid, owner.gid, follow_symlinks=False)
-        except OSError:
-            pass
+    """Make folder and everything under it the sandbox user's: the links themselves, never
+    what they point to (os.walk follows none), and only what it does not own yet."""
+    for root, dirs, files in os.walk(folder):
+        for name in [root, *(os.path.join(root, n) for n in dirs + files)]:
+            try:
+                if os.lstat(name).st_uid != owner.uid:
+                    os.chown(name, owner.uid, owner.gid, follow_symlinks=False)
+            except OSError:
+                pass
 
 
 def remove_tree(path: Path) -> None:
@@ -443,8 +446,8 @@ class SandboxTransport:
     def exchange(self, message: bytes) -> bytes:
         from tests import seam
 
-        if self.sandbox.sealed:
-            share(self.shared, self.sandbox)
+        if self.sandbox.sealed:  # what the judge wrote in tmp_path, for the code to use
+            give(self.shared, self.sandbox)
         self._signal(signal.SIGCONT)
         try:
             seam.send(self.channel, message)
@@ -510,19 +513,6 @@ def signal_user(uid: int, number: int) -> None:
                     pass
         if not found:
             break
-
-
-def share(folder: Path, sandbox: Sandbox) -> None:
-    """Give the sandbox user what the judge wrote under folder (the tests' tmp_path), so
-    that the code under test can read and write it as it would in a student's run."""
-    for root, dirs, files in os.walk(folder):
-        for name in [root, *(os.path.join(root, n) for n in dirs + files)]:
-            try:
-                info = os.lstat(name)
-                if info.st_uid != sandbox.uid:
-                    os.chown(name, sandbox.uid, sandbox.gid, follow_symlinks=False)
-            except OSError:
-                pass
 
 
 def scrub(folder: Path) -> None:
