@@ -6,10 +6,10 @@
 Instructors only: the handout leaves this file out. Every body the students write sits
 between a `# BEGIN SOLUTION` line and an `# END SOLUTION` line (nbgrader's convention),
 inside the function or method it implements. The handout replaces each region, markers
-included, with `raise NotImplementedError`, removes the imports that only the regions
-used, and leaves out what is for instructors only: grading/, tools/, this file and
-the reports and results (each problem gets a REPORT.md template
-instead), and the instructors' README, which grading/handout/README.md replaces.
+included, with `raise NotImplementedError`, keeps every import (the students' code uses
+them: IGNORE_INDEX, causal_mask, ...), and leaves out what is for instructors only:
+grading/, tools/, this file and the reports and results (each problem gets a REPORT.md
+template instead), and the instructors' README, which grading/handout/README.md replaces.
 
 `--fill DIR` then puts the functions of DIR/problemN/*.py (alternative bodies, or a
 student's files) in place of the stripped ones: the way to check that a solution written
@@ -21,7 +21,6 @@ import ast
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 from provided.common import REPO_ROOT, ArgumentParser, fail, script
@@ -213,13 +212,6 @@ def tracked_files(repo: Path) -> list[str]:
     return sorted(name for name in set(result.stdout.split()) if (repo / name).is_file())
 
 
-def remove_unused_imports(folder: Path) -> None:
-    """ruff's own fix of F401 (unused imports) over the handout's Python files."""
-    subprocess.run([sys.executable, "-m", "ruff", "check", "--no-cache", "--quiet",
-                    "--fix-only", "--select", "F401,I001", "--exit-zero", "."], cwd=folder,
-                   check=True)
-
-
 def make_handout(out_dir: Path, repo: Path = REPO_ROOT, fill: Path | None = None) -> int:
     """Write the handout under out_dir; returns the number of regions removed. With fill,
     the functions of fill/problemN/*.py replace the stripped ones."""
@@ -245,7 +237,6 @@ def make_handout(out_dir: Path, repo: Path = REPO_ROOT, fill: Path | None = None
             shutil.copy2(path, target)
     readme = out_dir / "README.md"
     readme.write_text(student_readme(readme.read_text()))
-    remove_unused_imports(out_dir)
     if fill is not None:
         fill_regions(out_dir, fill)
     return removed

@@ -81,7 +81,9 @@ class DecoderLayer(nn.Module):
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, x, memory, self_mask=None, memory_mask=None):
-        """x [B, T, d_model], memory [B, S, d_model]; self_mask None means causal.
+        """x [B, T, d_model], memory [B, S, d_model]; self_mask None means causal: build it
+        with causal_mask (imported above by that name; the Part C tests swap it, and
+        MultiHeadAttention, for torch's, so that a Part B mistake costs no Part C points).
 
         Returns (x [B, T, d_model], self weights [B, h, T, T], cross weights [B, h, T, S]).
         """

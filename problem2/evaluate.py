@@ -153,6 +153,10 @@ def score_shift_errors(d_model: int, samples: int = 200, seed: int = CHECK_SEED)
     'sinusoidal_score_shift_error': the maximum change per scheme,
     'sinusoidal_score_shift_error_median': the median change for sinusoidal,
     'score_magnitude_median': the median |q . k|, for scale}, each a float.
+
+    Call score_shift_invariance by the name this module imports from problem2.positional
+    (a plain score_shift_invariance(...)): the tests replace evaluate.score_shift_invariance
+    with known values to check the maximum and the median.
     """
     # BEGIN SOLUTION
     generator = torch.Generator().manual_seed(seed)

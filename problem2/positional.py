@@ -8,8 +8,9 @@ interleaved layout: dimensions (2i, 2i+1) form pair i.
     sinusoidal   PE[p, 2i] = sin(p omega_i),  PE[p, 2i+1] = cos(p omega_i), added to x
     rotary       pair i of a query or key at position p rotated by the angle p omega_i
 
-The functions return float32 tensors; computing in float32 or in float64 (and rounding at
-the end) are both fine.
+Dtypes: sinusoidal_table, shift_rotation and rotary_frequencies return float32 tensors, and
+apply_rotary returns x's dtype (float32 for float32 input). Computing in float32 or in
+float64 and rounding at the end are both fine.
 """
 
 import torch

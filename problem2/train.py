@@ -78,10 +78,12 @@ def evaluate_split(model, tokens: torch.Tensor, targets: torch.Tensor,
 
 
 def train_epoch(model, optimizer, tokens: torch.Tensor, targets: torch.Tensor,
-                generator: torch.Generator, batch_size: int, max_steps: int) -> dict:
+                generator: torch.Generator, batch_size: int, max_steps: float) -> dict:
     """One seeded shuffled pass over tokens/targets [N, T], at most max_steps steps, with
-    the model in training mode. The order is torch.randperm(N, generator=generator): step i
-    takes the rows order[i * batch_size:(i + 1) * batch_size].
+    the model in training mode. max_steps may be float("inf"), which train passes when no
+    --steps cap is given: then the pass covers every batch. The order is
+    torch.randperm(N, generator=generator): step i takes the rows
+    order[i * batch_size:(i + 1) * batch_size].
 
     Each step minimizes the mean cross-entropy over the batch's positions with a target.
     Returns {'loss', 'accuracy', 'steps'}: the loss and accuracy summed over the epoch's

@@ -166,6 +166,8 @@ def sample_metrics(samples: list[str], train_canonical: set[str]) -> dict:
     not None). uniqueness = distinct canonical SMILES among the valid / valid; novelty =
     distinct valid canonical SMILES absent from train_canonical / distinct valid (MOSES'
     definitions). uniqueness and novelty are None when there is nothing to divide by.
+    Call is_well_formed and canonical by these names, as this module defines them: the tests
+    answer is_well_formed from a table, so that a Part D mistake costs no Part E points.
     """
     # BEGIN SOLUTION
     canon = [canonical(s) for s in samples]
