@@ -131,6 +131,18 @@ def test_train_epoch_stops_after_max_steps():
         "train_epoch must stop after max_steps steps: is the check off by one?")
 
 
+def test_train_epoch_without_a_cap_takes_every_batch():
+    """train passes max_steps=float("inf") when no --steps cap is given (the docstring)."""
+    tokens, targets = _offset_batch()
+    model = stubs.Lookup()
+    result = train.train_epoch(model, SGD(model.parameters(), lr=0.5), tokens, targets,
+                               sandbox_torch.Generator().manual_seed(7), batch_size=4,
+                               max_steps=float("inf"))
+    assert int(result["steps"]) == 3, (
+        "train_epoch with max_steps=float('inf') must take every batch (3 of 4 rows from 10): "
+        "range(max_steps) or int(max_steps) fails on the infinite cap every real run passes")
+
+
 def clean_loss(model, tokens, targets) -> float:
     """The eval-mode (dropout off) mean loss over the targets of the code's Lookup model, by a
     trusted twin here that holds its weights."""
