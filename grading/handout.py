@@ -243,11 +243,11 @@ def make_handout(out_dir: Path, repo: Path = REPO_ROOT, fill: Path | None = None
 
 
 def student_readme(text: str) -> str:
-    """text with its table of parts generated from grading/rubric.py."""
-    from grading.rubric import parts_table
+    """text with its tables of parts and points generated from grading/rubric.py."""
+    from grading.rubric import parts_table, points_table
     from tools.report_tables import fill
 
-    new, _, problems = fill(text, {"parts": parts_table()})
+    new, _, problems = fill(text, {"parts": parts_table(), "points": points_table()})
     if problems:
         raise ValueError(f"grading/handout/README.md: {'; '.join(problems)}")
     return new

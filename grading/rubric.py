@@ -72,6 +72,18 @@ WRITTEN = {"problem1": 20, "problem2": 15, "problem3": 25}
 RESULTS = {"problem1": 3, "problem2": 2, "problem3": 3}
 
 
+def points_table() -> str:
+    """The students' table of points per problem (grading/handout/README.md, between its
+    `table: points` markers): code, written answers and results, from PARTS, WRITTEN and
+    RESULTS."""
+    lines = ["| problem | code | written answers (REPORT.md) | results |",
+             "|---|---:|---:|---:|"]
+    for problem in WRITTEN:
+        code = sum(points for owner, _, _, points in PARTS.values() if owner == problem)
+        lines.append(f"| {problem[-1]} | {code} | {WRITTEN[problem]} | {RESULTS[problem]} |")
+    return "\n".join(lines)
+
+
 def parts_table() -> str:
     """The students' table of parts (grading/handout/README.md, between its `table: parts`
     markers): each part's title, the functions to write file by file, its test marker and

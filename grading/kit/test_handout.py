@@ -107,3 +107,31 @@ def test_the_handout_names_no_instructor_path(tmp_path):
         text = (out / name).read_text()
         assert "grading/" not in text and "INSTRUCTORS" not in text, name
     assert not (out / ".ruff_cache").exists()
+
+
+def timing_rows(text: str, heading: str) -> dict[str, str]:
+    """{job: time} of the first Markdown table after the line starting with heading."""
+    lines = text[text.index(heading):].splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("| job") or
+                 line.startswith("| step"))
+    rows = {}
+    for line in lines[start + 2:]:
+        if not line.startswith("|"):
+            break
+        job, time = (cell.strip() for cell in line.strip("|").rsplit("|", 1))
+        rows[job] = time
+    return rows
+
+
+def test_the_students_timings_are_the_instructors_measurement():
+    """One set of timings: every time in the student README's compute budget is one the
+    instructors' README measured (same run, same machine)."""
+    students = timing_rows((REPO / "grading/handout/README.md").read_text(), "## Compute budget")
+    instructors = (REPO / "README.md").read_text()
+    measured = " ".join(timing_rows(instructors, "## How long things take").values())
+    measured += " " + instructors[instructors.index("## How long things take"):][:2000]
+    missing = {job: time for job, time in students.items() if time.split(" each")[0]
+               not in measured}
+    assert len(students) >= 8 and not missing, (
+        f"the student README's timings {missing} are not in README.md's 'How long things "
+        "take': quote the same measurement in both")
