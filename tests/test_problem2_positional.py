@@ -33,6 +33,86 @@ def is_real_number(value) -> bool:
     return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
+# --- the formulas, and the common mistakes, computed here -----------------------------------
+def omegas(d: int, exponent: str = "2i") -> torch.Tensor:
+    """[d / 2] float64 omega_i = 10000^(-2i/d) (or, a mistake, 10000^(-i/d))."""
+    i = torch.arange(d // 2, dtype=torch.float64)
+    return 10000.0 ** (-(2 * i if exponent == "2i" else i) / d)
+
+
+def table_by_formula(max_len: int, d: int, mistake: str | None = None) -> torch.Tensor:
+    """[max_len, d] float64: PE[p, 2i] = sin(p omega_i), PE[p, 2i+1] = cos(p omega_i), or the
+    table that one mistake gives."""
+    start = 1 if mistake == "from 1" else 0
+    angles = torch.arange(start, start + max_len, dtype=torch.float64)[:, None] * omegas(
+        d, "i" if mistake == "exponent" else "2i")
+    first, second = torch.sin(angles), torch.cos(angles)
+    if mistake == "swapped":
+        first, second = second, first
+    if mistake == "halves":
+        return torch.cat([first, second], dim=1)
+    return torch.stack([first, second], dim=-1).flatten(1)
+
+
+TABLE_MISTAKES = {
+    "swapped": "sin and cos are swapped (cos on the even columns 2i, sin on the odd 2i+1)",
+    "halves": "sin and cos sit in two halves (all sines, then all cosines) instead of "
+              "interleaved pairs (2i, 2i+1)",
+    "from 1": "positions are counted from 1 instead of 0",
+    "exponent": "the frequencies are 10000^(-i/d) instead of 10000^(-2i/d)",
+}
+
+
+def table_hint(max_len: int, d: int) -> str:
+    """One clause naming the mistake the code's sinusoidal_table(max_len, d) matches."""
+    table = sinusoidal_table(max_len, d).double()
+    for mistake, why in TABLE_MISTAKES.items():
+        if torch.allclose(table, table_by_formula(max_len, d, mistake), atol=1e-4):
+            return f"your table is exactly what it is when {why}"
+    return ("your table matches none of the usual mistakes (sin and cos swapped, two halves, "
+            "positions from 1, exponent i/d): check PE[p, 2i] = sin(p omega_i) entry by entry")
+
+
+def table_is_right(max_len: int = 20, d: int = 8) -> bool:
+    table = sinusoidal_table(max_len, d)
+    return table.shape == (max_len, d) and torch.allclose(
+        table.double(), table_by_formula(max_len, d), atol=5e-5)
+
+
+def rotation_by_formula(s: int, d: int, mistake: str | None = None) -> torch.Tensor:
+    """[d, d] float64 R_s, one block [[cos, sin], [-sin, cos]] (s omega_i) per pair, or the
+    matrix that one mistake gives."""
+    angles = s * omegas(d)
+    if mistake == "one frequency":
+        angles = s * omegas(d)[:1].expand(d // 2)
+    if mistake == "transposed":
+        angles = -angles
+    R = torch.zeros(d, d, dtype=torch.float64)
+    a = torch.arange(0, d, 2) if mistake != "halves" else torch.arange(d // 2)
+    b = a + 1 if mistake != "halves" else a + d // 2
+    R[a, a], R[a, b], R[b, a], R[b, b] = angles.cos(), angles.sin(), -angles.sin(), angles.cos()
+    return R
+
+
+ROTATION_MISTAKES = {
+    "transposed": "the block is transposed, [[cos, -sin], [sin, cos]]: a shift by -s (it is "
+                  "the block that fits a table with sin and cos swapped)",
+    "halves": "the blocks sit on the pairs (i, i + d/2) instead of (2i, 2i+1)",
+    "one frequency": "every block uses omega_0 instead of its own omega_i",
+}
+
+
+def rotation_hint(s: int, d: int) -> str:
+    """One clause naming the mistake the code's shift_rotation(s, d) matches."""
+    R = shift_rotation(s, d).double()
+    for mistake, why in ROTATION_MISTAKES.items():
+        if torch.allclose(R, rotation_by_formula(s, d, mistake), atol=1e-5):
+            return f"your R_s is exactly what it is when {why}"
+    return ("your R_s matches none of the usual mistakes (transposed block, blocks on "
+            "(i, i + d/2), one frequency for every pair): derive the block from sin(a + b) "
+            "and cos(a + b)")
+
+
 # --- sinusoidal_table ---------------------------------------------------------------------
 
 
@@ -50,19 +130,20 @@ def test_sinusoidal_table_hand_picked_entries_d4():
     for p, row in expected.items():
         torch.testing.assert_close(
             table[p], torch.tensor(row), atol=1e-6, rtol=0, msg=lambda m, p=p: (
-                f"row {p} must hold (sin p omega_i, cos p omega_i) in interleaved pairs, "
-                "positions counted from 0: are sin and cos swapped, put in two halves, or "
-                f"positions counted from 1?\n{m}"))
+                f"sinusoidal_table's row {p} must hold (sin p omega_i, cos p omega_i) in "
+                f"interleaved pairs, positions counted from 0: {table_hint(5, 4)}\n{m}"))
 
 
 @p2b
 def test_sinusoidal_table_d64_against_math():
     table = sinusoidal_table(128, 64)
-    assert table.shape == (128, 64)
+    assert table.shape == (128, 64), "sinusoidal_table must return a [max_len, d_model] table"
     for p, i in [(10, 10), (127, 0), (77, 31), (64, 5)]:
         omega = 10000 ** (-2 * i / 64)
-        assert table[p, 2 * i].item() == pytest.approx(math.sin(p * omega), abs=2e-5)
-        assert table[p, 2 * i + 1].item() == pytest.approx(math.cos(p * omega), abs=2e-5)
+        hint = (f"sinusoidal_table(128, 64)[{p}, {2 * i}:{2 * i + 2}] must be (sin, cos) of "
+                f"{p} * omega_{i}: {table_hint(128, 64)}")
+        assert table[p, 2 * i].item() == pytest.approx(math.sin(p * omega), abs=2e-5), hint
+        assert table[p, 2 * i + 1].item() == pytest.approx(math.cos(p * omega), abs=2e-5), hint
 
 
 # --- shift_rotation -----------------------------------------------------------------------
@@ -72,15 +153,23 @@ def test_sinusoidal_table_d64_against_math():
 @pytest.mark.parametrize("shift", [0, 1, 7, 50])
 def test_shift_rotation_moves_every_row(shift):
     d = 64
-    table = sinusoidal_table(128 + shift, d)
+    # the table by its formula, here: a mistake in sinusoidal_table fails its own tests only
+    table = table_by_formula(128 + shift, d).float()
     R = shift_rotation(shift, d)
+    assert R.shape == (d, d) and R.dtype == torch.float32, (
+        "shift_rotation must return a float32 [d, d] matrix")
+
+    def hint() -> str:
+        note = "" if table_is_right() else (
+            " (your sinusoidal_table fails its own tests: fix it first; this test uses the "
+            "table of the formula, not yours)")
+        return rotation_hint(shift, d) + note
+
     # PE[p + s] = R_s PE[p] for every p at once: rows are PE[p], so PE[p+s]^T = PE[p]^T R^T.
     torch.testing.assert_close(
         table[shift:shift + 128], table[:128] @ R.T, atol=5e-5, rtol=0, msg=lambda m: (
-            "shift_rotation(s) must map PE[p] to PE[p + s] for every p: is the rotation "
-            f"transposed (a shift by -s), or are its angles not s omega_i?\n{m}"))
-    assert R.shape == (d, d) and R.dtype == torch.float32, (
-        "shift_rotation must return a float32 [d, d] matrix")
+            "shift_rotation(s) must map PE[p] to PE[p + s] for every p, PE the table of the "
+            f"formula: {hint()}\n{m}"))
     # Block diagonal: nothing outside the 2x2 blocks on (2i, 2i+1).
     block = torch.block_diag(*[torch.ones(2, 2)] * (d // 2)).bool()
     assert (R[~block] == 0).all(), (
@@ -89,7 +178,8 @@ def test_shift_rotation_moves_every_row(shift):
 
 @p2b
 def test_shift_rotation_zero_is_identity():
-    torch.testing.assert_close(shift_rotation(0, 8), torch.eye(8))
+    torch.testing.assert_close(shift_rotation(0, 8), torch.eye(8), msg=lambda m: (
+        f"shift_rotation(0, d) must be the identity (a shift by 0)\n{m}"))
 
 
 # --- rotary -------------------------------------------------------------------------------
@@ -100,9 +190,15 @@ def test_rotary_frequencies_equal_sinusoidal_frequencies():
     theta = rotary_frequencies(8)
     assert theta.shape == (4,) and theta.dtype == torch.float32, (
         "rotary_frequencies must return d / 2 float32 frequencies")
+    known = {"they are doubled (2 theta_i)": 2 * omegas(8),
+             "the exponent is -i/d instead of -2i/d": omegas(8, "i"),
+             "they are the periods 10000^(2i/d), not the frequencies": 1 / omegas(8)}
+    why = next((why for why, wrong in known.items()
+                if torch.allclose(theta.double(), wrong, rtol=1e-5)),
+               "is the exponent's 2i or d wrong?")
     torch.testing.assert_close(theta, torch.tensor([1.0, 0.1, 0.01, 0.001]), msg=lambda m: (
         "rotary_frequencies must be theta_i = 10000^(-2i/d), the sinusoidal table's "
-        f"frequencies: are they doubled, or the exponent's 2i or d wrong?\n{m}"))
+        f"frequencies: {why}\n{m}"))
 
 
 def complex_rotation(x: torch.Tensor, positions: list[int]) -> torch.Tensor:
@@ -119,6 +215,59 @@ def complex_rotation(x: torch.Tensor, positions: list[int]) -> torch.Tensor:
     return out
 
 
+def rotary_by_formula(x: torch.Tensor, positions: list, mistake: str | None = None):
+    """x rotated pair by pair in float64 (the docstring's formula), or as one mistake does."""
+    d, T = x.shape[-1], x.shape[-2]
+    where = torch.tensor([float(p) for p in positions], dtype=torch.float64)
+    if mistake == "from 1":
+        where = where + 1
+    if mistake == "ignores positions":
+        where = torch.arange(T, dtype=torch.float64)
+    theta = omegas(d, "i" if mistake == "exponent" else "2i")
+    if mistake == "doubled":
+        theta = 2 * theta
+    angles = where[:, None] * theta  # [T, d/2]
+    sign = -1.0 if mistake == "wrong way" else 1.0
+    cos, sin = angles.cos(), sign * angles.sin()
+    x = x.double()
+    if mistake == "halves":
+        first, second = x[..., :d // 2], x[..., d // 2:]
+        return torch.cat([first * cos - second * sin, first * sin + second * cos], dim=-1)
+    first, second = x[..., 0::2], x[..., 1::2]
+    return torch.stack([first * cos - second * sin, first * sin + second * cos], -1).flatten(-2)
+
+
+ROTARY_MISTAKES = {
+    "halves": "the pairs are (i, i + d/2), the half-split layout of many libraries, instead "
+              "of the interleaved pairs (2i, 2i+1) the homework asks for",
+    "wrong way": "each pair is rotated the wrong way (by -p theta_i: the signs of the sines "
+                 "swapped)",
+    "from 1": "positions are counted from 1 (p + 1) instead of taken as given",
+    "ignores positions": "the positions given are ignored (0 .. T-1 used instead)",
+    "doubled": "the frequencies are doubled (2 theta_i)",
+    "exponent": "the frequencies are 10000^(-i/d) instead of 10000^(-2i/d)",
+}
+
+
+def frequencies_are_right() -> bool:
+    theta = rotary_frequencies(8)
+    return theta.shape == (4,) and torch.allclose(theta.double(), omegas(8), rtol=1e-6)
+
+
+def rotary_hint(x: torch.Tensor, positions: list) -> str:
+    """One clause naming the mistake the code's apply_rotary(x, positions) matches."""
+    out = apply_rotary(x, torch.tensor(positions)).double()
+    for mistake, why in ROTARY_MISTAKES.items():
+        expected = rotary_by_formula(x, positions, mistake)
+        if out.shape == expected.shape and torch.allclose(out, expected, atol=1e-4):
+            return f"your result is exactly what it is when {why}"
+    if not frequencies_are_right():
+        return ("rotary_frequencies fails its own test (test_rotary_frequencies_equal_"
+                "sinusoidal_frequencies): fix it first, apply_rotary likely uses it")
+    return ("your result matches none of the usual mistakes (half-split pairs, the wrong "
+            "direction, positions shifted or ignored, frequencies): compare one pair by hand")
+
+
 @p2c
 def test_apply_rotary_matches_complex_rotation():
     g = torch.Generator().manual_seed(0)
@@ -130,7 +279,7 @@ def test_apply_rotary_matches_complex_rotation():
     torch.testing.assert_close(
         out.double(), complex_rotation(x, positions), atol=1e-5, rtol=0, msg=lambda m: (
             "apply_rotary must rotate each pair (x_2i, x_2i+1) by +p theta_i at the position p "
-            f"given: does it rotate the wrong way, or count positions from 1?\n{m}"))
+            f"given: {rotary_hint(x, positions)}\n{m}"))
 
 
 @p2c
@@ -139,7 +288,9 @@ def test_apply_rotary_hand_example():
     x = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
     out = apply_rotary(x, torch.tensor([3, 3]))
     expected = torch.tensor([[math.cos(3), math.sin(3)], [-math.sin(3), math.cos(3)]])
-    torch.testing.assert_close(out, expected, atol=1e-6, rtol=0)
+    torch.testing.assert_close(out, expected, atol=1e-6, rtol=0, msg=lambda m: (
+        "apply_rotary at d = 2 must turn (1, 0) at position 3 into (cos 3, sin 3) and (0, 1) "
+        f"into (-sin 3, cos 3): {rotary_hint(x, [3, 3])}\n{m}"))
 
 
 @p2c
@@ -171,6 +322,23 @@ def test_rotary_score_depends_on_position_difference_only():
 # --- score_shift_invariance ---------------------------------------------------------------
 
 
+def rotary_is_right() -> bool:
+    x = torch.randn(2, 3, 6, generator=torch.Generator().manual_seed(5))
+    out = apply_rotary(x, torch.tensor([0, 2, 7]))
+    return out.shape == x.shape and torch.allclose(
+        out.double(), rotary_by_formula(x, [0, 2, 7]), atol=1e-5)
+
+
+def upstream_note(scheme: str) -> str:
+    """What score_shift_invariance relies on that fails its own tests, or ''."""
+    if scheme == "sinusoidal" and not table_is_right():
+        return (" Your sinusoidal_table fails its own tests: fix it first, the score uses "
+                "its rows.")
+    if scheme == "rotary" and not rotary_is_right():
+        return " Your apply_rotary fails its own tests: fix it first, the score uses it."
+    return ""
+
+
 @p2c
 def test_score_shift_sinusoidal_hand_value():
     # d = 2, q = (1, 0), k = (0, 0): score(a, b) = (1 + sin a) sin b + cos a cos b
@@ -180,9 +348,21 @@ def test_score_shift_sinusoidal_hand_value():
     change = score_shift_invariance(q, k, 1, "sinusoidal")
     assert is_real_number(change), (  # a float of any kind: Python's, NumPy's, a 0-d tensor
         "score_shift_invariance must return one real number")
+    mistakes = {  # what the common mistakes give here, worked out the same way
+        math.sin(4) - math.sin(3): "the change keeps its sign (take the absolute value)",
+        abs(math.cos(8) - math.cos(7)): "only the query's position is shifted, not both",
+        abs(math.sin(4) + math.cos(6) - math.sin(3) - math.cos(7)): "only the key's "
+        "position is shifted, not both",
+        0.0: "the table row is added to the query only (the score must be (q + PE[a]) . "
+             "(k + PE[b]))",
+    }
+    found = next((why for value, why in mistakes.items()
+                  if float(change) == pytest.approx(value, abs=1e-5)), None)
     assert float(change) == pytest.approx(abs(math.sin(4) - math.sin(3)), abs=1e-5), (
-        "score_shift_invariance must return the absolute change of the score under the shift: "
-        "is the sign kept, or the two positions not shifted together?")
+        "score_shift_invariance(q, k, 1, 'sinusoidal') must be |score(11, 4) - score(10, 3)| "
+        f"= 0.8979 here, not {float(change):.4f}: "
+        + (found or "are both positions shifted and the table added to both vectors?")
+        + upstream_note("sinusoidal"))
 
 
 @p2c
@@ -190,9 +370,14 @@ def test_score_shift_rotary_hand_value_is_zero():
     # d = 2: rotated (1, 0) . rotated (0, 1) = sin(a - b); rotating only one vector would
     # give sin a or -sin b instead, which changes under the shift.
     q, k = torch.tensor([1.0, 0.0]), torch.tensor([0.0, 1.0])
-    assert float(score_shift_invariance(q, k, 1, "rotary")) == pytest.approx(0.0, abs=1e-6)
+    message = ("score_shift_invariance under 'rotary' must rotate both q and k at their own "
+               "positions and shift both positions together, so that the score, sin(a - b) "
+               "here, does not change: is only one vector rotated, or only one position "
+               "shifted?" + upstream_note("rotary"))
+    assert float(score_shift_invariance(q, k, 1, "rotary")) == pytest.approx(
+        0.0, abs=1e-6), message
     assert float(score_shift_invariance(q, k, 5, "rotary", q_pos=40, k_pos=40)) == pytest.approx(
-        0.0, abs=1e-6)
+        0.0, abs=1e-6), message
 
 
 @p2c
@@ -204,8 +389,14 @@ def test_score_shift_random_vectors():
         rotary.append(float(score_shift_invariance(q, k, shift, "rotary", q_pos=30, k_pos=12)))
         sinusoidal.append(float(score_shift_invariance(q, k, shift, "sinusoidal", q_pos=30,
                                                        k_pos=12)))
-    assert max(rotary) < 1e-4
-    assert sum(sinusoidal) / len(sinusoidal) > 0.5
+    assert max(rotary) < 1e-4, (
+        "score_shift_invariance under 'rotary' must be about 0 for any q, k and shift: the "
+        "score depends on the positions only through their difference"
+        + upstream_note("rotary"))
+    assert sum(sinusoidal) / len(sinusoidal) > 0.5, (
+        "score_shift_invariance under 'sinusoidal' must change with the shift for random q, "
+        "k (mean change above 0.5): is the table added to both vectors, at their positions?"
+        + upstream_note("sinusoidal"))
 
 
 @p2c

@@ -43,9 +43,13 @@ def test_shift_rotations_compose_and_are_orthogonal():
 
 
 def test_shift_rotation_moves_a_long_table():
-    table = sinusoidal_table(300, 64)
+    # the table of the formula, not the code's: a wrong table fails its own tests only
+    table = torch.tensor([[pe(p, j, 64) for j in range(64)] for p in range(300)])
     R = shift_rotation(100, 64)
-    torch.testing.assert_close(table[100:], table[:200] @ R.T, atol=1e-4, rtol=0)
+    torch.testing.assert_close(table[100:], table[:200] @ R.T, atol=1e-4, rtol=0,
+                               msg=lambda m: (
+        "shift_rotation(100, 64) must map PE[p] to PE[p + 100] for every p (PE the table of "
+        f"the formula): is the block transposed, or on the wrong pairs?\n{m}"))
 
 
 @pytest.mark.parametrize("max_len, d", [(1, 6), (3, 6), (200, 128), (17, 2)])
