@@ -122,7 +122,7 @@ clean-results:
 
 # BEGIN INSTRUCTORS
 .PHONY: handout autograder grade-check seeds seeds-problem1 seeds-problem2 seeds-problem3 \
-        samples10k pruning-bias bands mutants rotary-window carry-probe grade-limits
+        samples10k difficulty pruning-bias bands mutants rotary-window carry-probe grade-limits
 # ----------------------------------------------------------------------- extra seeds
 # Seeds 1-4 of every Problem 1, 2 and 3 run, each seed in its own folder
 # problemN/results/seeds/seed{S}/ (seed 0 is the committed run itself). Problems 1 and 2
@@ -182,6 +182,13 @@ $(P3)/samples_$(P3_MAIN)_n10000.txt: | $(P3)/model_$(P3_MAIN).pth
 	$(RUN) -m tools.samples10k --sample
 $(P3)/metrics_n10000.json: $(P3)/samples_$(P3_MAIN)_n10000.txt
 	$(PY) -m tools.samples10k
+
+# Problem 3's validity by ring span within length bins, from the committed 10,000 samples
+# (seed 0; seeds 1-4 committed no samples): no training, about 10 s. It depends on the tool,
+# not on the samples file, whose rule would train the long run where its weights are absent.
+difficulty: $(P3)/difficulty.json
+$(P3)/difficulty.json: tools/smiles_difficulty.py
+	$(PY) -m tools.smiles_difficulty
 
 # Problem 1's greedy pruning chosen on validation and scored on test (the bias of the
 # homework's test-chosen curve); needs the two n4000 models, which are not committed.

@@ -166,13 +166,18 @@ def p3_quotes() -> list[str]:
     large = load("problem3", "metrics_n10000.json")
     block_validity = [b["validity"] for b in large["blocks_of_1000"]]
     pre_stall = band["pre_lr0.03_w0"]["head_grad_norm_at_100"]["values"]
+    worst_pre = max(v for cell in band if cell.startswith("pre")
+                    for v in band[cell]["final_val_loss"]["values"])
     quotes = [
         f"with final losses from {loss_range('post_lr0.03_w500').replace('-', ' to ')}:",
         f"stalls near 1.5 in every seed ({loss_range('pre_lr0.03_w0')})",
         f"ends at {loss_range('post_lr0.001_w0')} in all five",
         f"have small values in all five seeds ({fmt(min(pre_stall), 3)}-"
         f"{fmt(max(pre_stall), 3)})",
-        f"scatters from {loss_range('post_lr0.01_w0').replace('-', ' to ')}",
+        f"scatter from {loss_range('post_lr0.01_w0').replace('-', ' to ')} over the seeds",
+        f"Warmup takes pre-LN at 3e-2 from {loss_range('pre_lr0.03_w0')} to "
+        f"{loss_range('pre_lr0.03_w500')}",
+        f"(worst final validation loss {fmt(worst_pre, 3)},",
         f"(mean {fmt(band['post_lr0.01_w0']['final_val_loss']['mean'], 3)}, sd "
         f"{fmt(band['post_lr0.01_w0']['final_val_loss']['sd'], 3)})",
         f"Counted over 10,000 samples ({large['all']['validity'] * 10000:,.0f} of them valid), our "
@@ -221,7 +226,17 @@ def p3_quotes() -> list[str]:
             if p["step"] in (50, 100)) for path in folder.glob("training_log_*_s1500.json")}
         pairs += [means[cell] > means[cell.replace("_w500", "_w0")]
                   for cell in means if cell.endswith("_w500")]
-    quotes.append(f"over seeds it holds in {sum(pairs)} of {len(pairs)} pairs")
+    quotes.append(f"than without in {sum(pairs)} of {len(pairs)} pairs of otherwise equal runs")
+    by_step = metrics["main"]["by_step"]
+    quotes.append(f"{fmt(by_step[0]['well_formed'] - by_step[0]['validity'], 3)} of the samples "
+                  f"are well-formed but invalid at step 1000 and "
+                  f"{fmt(by_step[-1]['well_formed'] - by_step[-1]['validity'], 3)} at step 4000")
+    rises = 0
+    for folder in bands.seed_dirs("problem3").values():
+        val = {p["step"]: p["val_loss"] for p in json.loads(
+            (folder / "training_log_post_lr0.03_w500_s1500.json").read_text())["val"]}
+        rises += val[1500] > val[1250]
+    quotes.append(f"rises from step 1250 to 1500 in {rises} of 5 seeds")
     from tools.tables.problem3 import main_by_seed
     mains = main_by_seed()
     if len(mains) > 1:
