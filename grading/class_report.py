@@ -207,7 +207,7 @@ def why_all_fail(outputs: list[str]) -> str:
     if first.startswith(NOT_RUN):
         return "not run (grading time limit)"
     if first.startswith("your submission has no"):
-        return "file missing"
+        return "file or folder missing"
     if "does not compile" in first:
         return "does not compile"
     if "could not be taken" in first or "cannot be read as Python source" in first:
@@ -413,8 +413,8 @@ def page(csv_path: Path, parts: list[str], rows: list[Row], analysed: list[str],
                 ", ...)" if len(hint) > 3 else ")") if hint else ""
             lines.append(f"| other | {share(count, n)} | `{short(test)}`{also} |")
         if entry.not_run:
-            lines.append(f"| (tests not reached: the time limit) | {share(len(entry.not_run), n)} "
-                         "| left out above |")
+            lines.append(f"| (tests the grader did not run: time limit or grader fault) | "
+                         f"{share(len(entry.not_run), n)} | left out above |")
         lines.append("")
     stale = {part: sorted(t for m in MUTANTS if m.part == part and m.name in catalogue
                           for t in catalogue[m.name] - entry.tests)
