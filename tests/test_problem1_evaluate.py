@@ -88,12 +88,17 @@ def test_greedy_pruning_recomputes_costs():
 
 def test_greedy_pruning_breaks_ties_by_head_order():
     curve = greedy_pruning(stand_ins.ScoreTable({}, default=1.0), heads=["X", "Y", "Z"])
-    assert [point["removed"] for point in curve] == [[], ["X"], ["X", "Y"], ["X", "Y", "Z"]]
+    order = [point["removed"] for point in curve]
+    assert order == [[], ["X"], ["X", "Y"], ["X", "Y", "Z"]], (
+        "greedy_pruning must break a tie (every head costs the same here) by the head listed "
+        f"first: got {order}; does max or sorted pick the last of equal heads?")
 
 
 def test_single_head_ablation():
-    assert single_head_ablation(hand_score(), heads=["A", "B", "C"]) == {
-        "A": 0.9, "B": 0.95, "C": 0.5}
+    found = single_head_ablation(hand_score(), heads=["A", "B", "C"])
+    assert found == {"A": 0.9, "B": 0.95, "C": 0.5}, (
+        "single_head_ablation must score each head removed alone, score([head]), the others "
+        f"all kept: got {found}; are earlier heads kept removed (cumulative)?")
 
 
 def test_mean_attention_maps_shapes_and_means():
@@ -196,3 +201,39 @@ def test_evaluate_end_to_end(tmp_path):
     assert {p.name for p in figures} == {
         "val_exact_match.png", "test_vs_train_size.png", "ablation.png", "pruning.png",
         "cross_attention_reversed_n4000.png", "encoder_attention_reversed_n4000.png"}
+
+
+def test_remove_head_uses_the_attentions_own_head_width():
+    model, _ = adder_and_twin(2, d_model=16, d_ff=32)  # d_k = 16 / 4 = 4, not 32
+    before = model.state_dict()["encoder_layers.1.self_attn.W_o.weight"]
+    remove_head(model, "enc1.self.h1")
+    after = model.state_dict()["encoder_layers.1.self_attn.W_o.weight"]
+    expected = before.clone()
+    expected[:, 4:8] = 0.0
+    assert torch.equal(after, expected), (
+        "remove_head must zero the head's d_k columns of W_o, d_k = d_model / num_heads of "
+        "that attention (columns 4:8 for head 1 at d_model 16): is the head width hard-coded "
+        "(32, the homework's d_k)?")
+
+
+def test_mean_attention_maps_follow_greedy_decoding():
+    src, tgt_in, tgt_out = random_items(8, seed=3)  # tgt_in: not what greedy decoding saw
+    model, twin = adder_and_twin(3, d_model=32, d_ff=64)
+    model.eval()
+    twin.eval()
+    maps = mean_attention_maps(model, split(src, tgt_in, tgt_out))
+    with torch.no_grad():
+        predicted = twin.generate(src)
+        seen = torch.cat([torch.full_like(predicted[:, :1], BOS), predicted[:, :-1]], dim=1)
+        greedy = twin(src, seen)[1]
+        forced = twin(src, tgt_in)[1]
+    for name in ("encoder", "decoder_self", "decoder_cross"):
+        expected = torch.stack([w.mean(0) for w in greedy[name]])
+        teacher = torch.stack([w.mean(0) for w in forced[name]])
+        hint = ("it is the map under teacher forcing on the dataset's tgt_in"
+                if torch.allclose(maps[name], teacher, atol=1e-5) else
+                "is it fed the dataset's tgt_in, or averaged over the wrong dimension?")
+        torch.testing.assert_close(maps[name], expected, msg=lambda m, name=name, hint=hint: (
+            f"mean_attention_maps' {name} map must be the mean over the examples of the "
+            "attention while the decoder reads its own greedy predictions (BOS + "
+            f"model.generate's first three digits): {hint}\n{m}"))

@@ -2,14 +2,21 @@
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 from problem1.dataset import BOS, PLUS
+from problem1.model import feed_forward
 from tests.seam import submission
-from tests.tiny_problem1 import causal_mask, torch_attention  # noqa: F401 (a fixture)
+from tests.tiny_problem1 import (  # noqa: F401 (torch_attention: a fixture)
+    TorchAttention,
+    causal_mask,
+    torch_attention,
+)
 
 # the layers under test attend with torch's attention, not Part B's (tests/tiny_problem1.py)
 pytestmark = [pytest.mark.p1c, pytest.mark.usefixtures("torch_attention")]
 
+CORRECT = "correct"
 model_module = submission("problem1.model")
 AdditionTransformer = model_module.AdditionTransformer
 DecoderLayer = model_module.DecoderLayer
@@ -116,3 +123,178 @@ def test_transformer_shapes():
     assert [w.shape for w in attention["decoder_cross"]] == [(2, 4, 4, 7)] * 2
     predicted = model.generate(src)
     assert predicted.shape == (2, 4) and predicted.max().item() <= 9
+
+
+# ------------------------------------------- the layers' formulas, written out here
+class Twin:
+    """A layer's sublayers rebuilt here from its state_dict (attention as TorchAttention,
+    the feed-forward network, the norms), to compute what the homework's formula gives and
+    what the common mistakes give."""
+
+    def __init__(self, layer, d_model=16, num_heads=4, d_ff=32):
+        self.state = layer.state_dict()
+        self.d_model, self.num_heads, self.d_ff = d_model, num_heads, d_ff
+
+    def part(self, prefix, module):
+        module.load_state_dict({name[len(prefix) + 1:]: value for name, value in
+                                self.state.items() if name.startswith(prefix + ".")})
+        return module.eval()
+
+    def attention(self, name, query, key, mask=None):
+        module = self.part(name, TorchAttention(self.d_model, self.num_heads))
+        with torch.no_grad():
+            return module(query, key, key, mask)[0]
+
+    def ffn(self, x):
+        with torch.no_grad():
+            return self.part("ffn", feed_forward(self.d_model, self.d_ff))(x)
+
+    def norm(self, name, x):
+        return F.layer_norm(x, (x.size(-1),), self.state[f"{name}.weight"],
+                            self.state[f"{name}.bias"])
+
+
+def encoder_by_formula(twin: Twin, x, mask=None) -> dict:
+    """{mistake: output}: EncoderLayer's formula (CORRECT) and the common mistakes."""
+    A = lambda y: twin.attention("self_attn", y, y, mask)  # noqa: E731
+    h = twin.norm("norm1", x + A(x))
+    pre = x + A(twin.norm("norm1", x))
+    found = {CORRECT: twin.norm("norm2", h + twin.ffn(h)),
+             "it is pre-norm (a norm before each sublayer) instead of post-norm":
+                 pre + twin.ffn(twin.norm("norm2", pre)),
+             "the feed-forward residual is missing: LN2(FFN(h)) instead of LN2(h + FFN(h))":
+                 twin.norm("norm2", twin.ffn(h)),
+             "the attention residual is missing: LN1(Attn(x)) instead of LN1(x + Attn(x))":
+                 twin.norm("norm2", twin.norm("norm1", A(x)) + twin.ffn(twin.norm("norm1", A(x)))),
+             "the feed-forward residual adds the layer's input x instead of h = LN1(x + "
+             "Attn(x))": twin.norm("norm2", x + twin.ffn(h)),
+             "the feed-forward network reads x instead of h = LN1(x + Attn(x))":
+                 twin.norm("norm2", h + twin.ffn(x))}
+    if mask is not None:
+        found["the mask is not passed to the self-attention"] = encoder_by_formula(twin, x)[
+            CORRECT]
+    return found
+
+
+def decoder_by_formula(twin: Twin, x, memory, self_mask=None, memory_mask=None) -> dict:
+    """{mistake: output}: DecoderLayer's formula (CORRECT) and the common mistakes."""
+    causal = causal_mask(x.size(1)) if self_mask is None else self_mask
+    S = lambda y, m=causal: twin.attention("self_attn", y, y, m)  # noqa: E731
+    C = lambda y, m=memory_mask: twin.attention("cross_attn", y, memory, m)  # noqa: E731
+    h1 = twin.norm("norm1", x + S(x))
+    h2 = twin.norm("norm2", h1 + C(h1))
+    crossed_early = twin.norm("norm2", h1 + C(x))
+    found = {CORRECT: twin.norm("norm3", h2 + twin.ffn(h2)),
+             "the cross-attention's queries come from the layer's input x instead of "
+             "h1 = LN1(x + SelfAttn(x))": twin.norm("norm3", crossed_early
+                                                     + twin.ffn(crossed_early)),
+             "the cross-attention residual is missing": twin.norm(
+                 "norm3", twin.norm("norm2", C(h1)) + twin.ffn(twin.norm("norm2", C(h1)))),
+             "the feed-forward residual is missing": twin.norm("norm3", twin.ffn(h2)),
+             "norm2 is used again for the feed-forward sublayer instead of norm3":
+                 twin.norm("norm2", h2 + twin.ffn(h2)),
+             "the self-attention is not causal (no mask)": None}
+    no_mask = twin.norm("norm1", x + S(x, None))
+    no_mask = twin.norm("norm2", no_mask + C(no_mask))
+    found["the self-attention is not causal (no mask)"] = twin.norm(
+        "norm3", no_mask + twin.ffn(no_mask))
+    if self_mask is not None:
+        h = twin.norm("norm1", x + S(x, causal_mask(x.size(1))))
+        h = twin.norm("norm2", h + C(h))
+        found["an explicit self_mask is ignored (the causal mask used instead)"] = twin.norm(
+            "norm3", h + twin.ffn(h))
+    if memory_mask is not None:
+        h = twin.norm("norm2", h1 + C(h1, None))
+        found["memory_mask is not passed to the cross-attention"] = twin.norm(
+            "norm3", h + twin.ffn(h))
+    return found
+
+
+def which(out, found: dict) -> str:
+    """The clause naming the mistake whose output equals out."""
+    for why, expected in found.items():
+        if why != CORRECT and expected is not None and torch.allclose(out, expected, atol=1e-5):
+            return f"your output is exactly what it is when {why}"
+    return "it matches none of the usual mistakes: compare it with the formula step by step"
+
+
+def perturb(layer, seed: int) -> None:
+    """Move every parameter (the norms too) off its initial value."""
+    generator = torch.Generator().manual_seed(seed)
+    layer.load_state_dict({name: p + 0.2 * torch.randn(p.shape, generator=generator)
+                           for name, p in layer.state_dict().items()})
+
+
+ENCODER = "EncoderLayer must be x = LN1(x + Drop(SelfAttn(x))); x = LN2(x + Drop(FFN(x)))"
+DECODER = ("DecoderLayer must be x = LN1(x + Drop(CausalSelfAttn(x))); x = LN2(x + "
+           "Drop(CrossAttn(x, memory))); x = LN3(x + Drop(FFN(x)))")
+
+
+def test_encoder_layer_matches_its_formula():
+    submission("torch").manual_seed(4)
+    layer = EncoderLayer(16, 4, 32, dropout=0.1).eval()
+    perturb(layer, 4)
+    x = inputs((2, 6, 16), seed=4)[0] * 2 - 1
+    out, _ = layer(x)
+    found = encoder_by_formula(Twin(layer), x)
+    torch.testing.assert_close(out, found[CORRECT], msg=lambda m: (
+        f"{ENCODER} (eval mode, no dropout): {which(out, found)}\n{m}"))
+
+
+def test_decoder_layer_matches_its_formula():
+    submission("torch").manual_seed(5)
+    layer = DecoderLayer(16, 4, 32, dropout=0.1).eval()
+    perturb(layer, 5)
+    x, memory = inputs((2, 4, 16), (2, 6, 16), seed=5)
+    out, _, _ = layer(x, memory)
+    found = decoder_by_formula(Twin(layer), x, memory)
+    torch.testing.assert_close(out, found[CORRECT], msg=lambda m: (
+        f"{DECODER} (eval mode, no dropout): {which(out, found)}\n{m}"))
+
+
+def test_layers_pass_their_masks_on():
+    submission("torch").manual_seed(6)
+    encoder = EncoderLayer(16, 4, 32, dropout=0.0).eval()
+    decoder = DecoderLayer(16, 4, 32, dropout=0.0).eval()
+    perturb(encoder, 6)
+    perturb(decoder, 7)
+    x, memory = inputs((2, 5, 16), (2, 6, 16), seed=6)
+    keep = torch.ones(2, 1, 1, 5, dtype=torch.bool)
+    keep[1, ..., 3:] = False  # sequence 1 hides its last two positions
+    out, _ = encoder(x, keep)
+    found = encoder_by_formula(Twin(encoder), x, keep)
+    torch.testing.assert_close(out, found[CORRECT], msg=lambda m: (
+        f"EncoderLayer(x, mask) must attend with the mask given: {which(out, found)}\n{m}"))
+    full = torch.ones(5, 5, dtype=torch.bool)  # an explicit self_mask: every position
+    memory_keep = torch.ones(2, 1, 1, 6, dtype=torch.bool)
+    memory_keep[0, ..., 2:] = False
+    out, _, _ = decoder(x, memory, self_mask=full, memory_mask=memory_keep)
+    found = decoder_by_formula(Twin(decoder), x, memory, full, memory_keep)
+    torch.testing.assert_close(out, found[CORRECT], msg=lambda m: (
+        "DecoderLayer(x, memory, self_mask, memory_mask) must attend with the masks given "
+        f"(a None self_mask only means causal): {which(out, found)}\n{m}"))
+
+
+def test_dropout_sits_on_the_sublayer_outputs():
+    # With p = 1 in training mode dropout zeroes whatever it is applied to: only the
+    # residual path and the norms remain, x -> LN2(LN1(x)) and x -> LN3(LN2(LN1(x))).
+    submission("torch").manual_seed(8)
+    encoder = EncoderLayer(16, 4, 32, dropout=1.0).train()
+    decoder = DecoderLayer(16, 4, 32, dropout=1.0).train()
+    perturb(encoder, 8)
+    perturb(decoder, 9)
+    x, memory = inputs((2, 3, 16), (2, 5, 16), seed=8)
+    where = ("must act on each sublayer's output before its residual sum, and nowhere else: "
+             "with dropout 1 in training mode the layer must reduce to its norms of the "
+             "residual path (is dropout applied after a norm, or on the residual x?)")
+    twin = Twin(encoder)
+    out, weights = encoder(x)
+    torch.testing.assert_close(out, twin.norm("norm2", twin.norm("norm1", x)), msg=lambda m: (
+        f"EncoderLayer's dropout {where}\n{m}"))
+    torch.testing.assert_close(weights.sum(-1), torch.ones(2, 4, 3), msg=lambda m: (
+        f"EncoderLayer must return the attention weights without dropout\n{m}"))
+    twin = Twin(decoder)
+    out, _, _ = decoder(x, memory)
+    expected = twin.norm("norm3", twin.norm("norm2", twin.norm("norm1", x)))
+    torch.testing.assert_close(out, expected, msg=lambda m: (
+        f"DecoderLayer's dropout {where}\n{m}"))

@@ -61,34 +61,6 @@ def test_loss_and_correct_by_hand():
         "for both correct and count: are ignored positions counted?")
 
 
-def test_training_log(problem2_runs):
-    _, results = problem2_runs()
-    for position in POSITIONS:
-        log = read(results / f"training_log_{position}.json")
-        assert log["run"] == position
-        assert log["config"]["lr"] == 1e-3 and log["config"]["batch_size"] == 64
-        assert log["config"]["epochs"] == 5 and log["config"]["d_model"] == 64
-        assert [r["epoch"] for r in log["log"]] == [1, 2, 3]
-        assert [r["step"] for r in log["log"]] == [1, 2, 3]
-        for record in log["log"]:
-            for key in ("train_loss", "train_accuracy", "test_loss", "test_accuracy"):
-                assert math.isfinite(record[key])
-            assert 0 <= record["train_accuracy"] <= 1 and 0 <= record["test_accuracy"] <= 1
-            assert 1.0 < record["train_loss"] < 10.0  # about log(16) = 2.77 untrained
-        assert (results / f"model_{position}.pth").exists()
-
-
-def test_training_loss_goes_down_and_is_deterministic(problem2_runs, tmp_path):
-    data, results = problem2_runs()
-    args = ["--position", "learned", "--steps", "3", "--data_dir", str(data),
-            "--results_dir", str(tmp_path), "--device", "cpu", "--threads", "1"]
-    assert train.main(args) == 0
-    first = (tmp_path / "training_log_learned.json").read_text()
-    assert first == (results / "training_log_learned.json").read_text()
-    losses = [r["train_loss"] for r in json.loads(first)["log"]]
-    assert losses[-1] < losses[0]
-
-
 def _offset_batch(n: int = 10, length: int = 12, k: int = 3):
     tokens = torch.randint(0, 16, (n, length), generator=torch.Generator().manual_seed(2))
     targets = torch.full_like(tokens, IGNORE_INDEX)
@@ -143,6 +115,54 @@ def test_train_epoch_without_a_cap_takes_every_batch():
         "range(max_steps) or int(max_steps) fails on the infinite cap every real run passes")
 
 
+def test_evaluate_split_pools_uneven_batches():
+    row = [0.0, 2.0, 0.0, 1.0]  # the same logits everywhere: predicts token 1
+    I = IGNORE_INDEX
+    tokens = torch.zeros(5, 4, dtype=torch.long)
+    targets = torch.tensor([[I, 1, 3, 1], [I, I, I, 1], [I, 0, 3, 3], [I, 1, I, I],
+                            [I, 2, 1, 1]])
+    result = train.evaluate_split(stubs.FixedLogits(row), tokens, targets, batch_size=2)
+    wanted = [t for line in targets.tolist() for t in line if t != I]
+    logsumexp = math.log(sum(math.exp(v) for v in row))
+    mean_loss = sum(logsumexp - row[t] for t in wanted) / len(wanted)
+    batch_means = []  # what a mean of the three batches' means gives
+    for start in range(0, 5, 2):
+        mine = [t for line in targets[start:start + 2].tolist() for t in line if t != I]
+        batch_means.append(sum(logsumexp - row[t] for t in mine) / len(mine))
+    why = ("it is the mean of the per-batch means, wrong for uneven batches"
+           if float(result["loss"]) == pytest.approx(sum(batch_means) / 3) else
+           "is the summed loss divided by the number of sequences or positions, ignored "
+           "ones included, instead of the targets?")
+    assert float(result["loss"]) == pytest.approx(mean_loss, rel=1e-6), (
+        "evaluate_split's loss must be the batches' summed losses divided by the number of "
+        f"targets ({mean_loss:.4f} here), not {float(result['loss']):.4f}: {why}")
+    assert float(result["accuracy"]) == pytest.approx(wanted.count(1) / len(wanted)), (
+        "evaluate_split's accuracy must pool the counts of every batch (all correct over all "
+        "targets): is it a mean of per-batch accuracies?")
+
+
+def test_train_epoch_reports_the_loss_and_accuracy_over_the_targets_seen():
+    tokens, targets = _offset_batch()
+    model, twin = stubs.Lookup(), Lookup()
+    twin.load_state_dict(model.state_dict())
+    result = train.train_epoch(model, SGD(model.parameters(), lr=0.0), tokens, targets,
+                               sandbox_torch.Generator().manual_seed(3), batch_size=4,
+                               max_steps=100)  # at lr 0 the weights stay: the twin's loss
+    with torch.no_grad():
+        logits = twin(tokens)
+    expected = torch.nn.functional.cross_entropy(logits.flatten(0, 1), targets.flatten())
+    accuracy = ((logits.argmax(-1) == targets).sum() / (targets != IGNORE_INDEX).sum()).item()
+    assert int(result["steps"]) == 3, (
+        "train_epoch must take one step per batch, the last one smaller (4, 4 and 2 rows of "
+        f"10 here), not {int(result['steps'])}: is the incomplete last batch dropped?")
+    assert float(result["loss"]) == pytest.approx(expected.item(), rel=1e-5), (
+        "train_epoch's loss must be the batches' summed losses divided by the number of "
+        f"targets seen ({expected.item():.4f} here), not {float(result['loss']):.4f}: is it "
+        "divided by the steps or the sequences instead, or a mean of batch means?")
+    assert float(result["accuracy"]) == pytest.approx(accuracy), (
+        "train_epoch's accuracy must be the correct predictions over the targets seen")
+
+
 def clean_loss(model, tokens, targets) -> float:
     """The eval-mode (dropout off) mean loss over the targets of the code's Lookup model, by a
     trusted twin here that holds its weights."""
@@ -172,4 +192,33 @@ def test_train_epoch_trains_and_evaluate_split_evaluates_in_their_modes():
     assert float(result["loss"]) == pytest.approx(clean_loss(model, tokens, targets),
                                                   rel=1e-6), (
         "evaluate_split must run in eval mode (dropout off): its loss is not the eval-mode "
-        "loss of the model's logits")
+        "loss of the model's logits (if test_evaluate_split_pools_uneven_batches fails too, "
+        "fix how the loss is averaged first)")
+
+
+def test_training_log(problem2_runs):
+    _, results = problem2_runs()
+    for position in POSITIONS:
+        log = read(results / f"training_log_{position}.json")
+        assert log["run"] == position
+        assert log["config"]["lr"] == 1e-3 and log["config"]["batch_size"] == 64
+        assert log["config"]["epochs"] == 5 and log["config"]["d_model"] == 64
+        assert [r["epoch"] for r in log["log"]] == [1, 2, 3]
+        assert [r["step"] for r in log["log"]] == [1, 2, 3]
+        for record in log["log"]:
+            for key in ("train_loss", "train_accuracy", "test_loss", "test_accuracy"):
+                assert math.isfinite(record[key])
+            assert 0 <= record["train_accuracy"] <= 1 and 0 <= record["test_accuracy"] <= 1
+            assert 1.0 < record["train_loss"] < 10.0  # about log(16) = 2.77 untrained
+        assert (results / f"model_{position}.pth").exists()
+
+
+def test_training_loss_goes_down_and_is_deterministic(problem2_runs, tmp_path):
+    data, results = problem2_runs()
+    args = ["--position", "learned", "--steps", "3", "--data_dir", str(data),
+            "--results_dir", str(tmp_path), "--device", "cpu", "--threads", "1"]
+    assert train.main(args) == 0
+    first = (tmp_path / "training_log_learned.json").read_text()
+    assert first == (results / "training_log_learned.json").read_text()
+    losses = [r["train_loss"] for r in json.loads(first)["log"]]
+    assert losses[-1] < losses[0]

@@ -123,3 +123,40 @@ def test_evaluate_end_to_end(data_dir, tmp_path, capsys):
     assert visualize_main(["problem3", "--input_dir", str(results), "--out_dir",
                            str(figures)]) == 0
     assert len(list(figures.glob("*.png"))) >= 5
+
+
+def test_breakdown_gives_an_empty_bin_none_fractions(well_formed_by_hand):
+    samples = ["CCO", "C1CC", "CC("]
+    length = stubs.Answers({"CCO": 3, "C1CC": 4, "CC(": 3})  # by hand
+    rows = ev.breakdown(samples, length, [(3, 3), (5, 9), (4, None)])
+    assert [r["count"] for r in rows] == [2, 0, 1], (
+        "breakdown must count the samples of each bin, both bounds inclusive and None open")
+    assert all(rows[1][o] is None for o in ("valid", "well_formed_invalid", "ill_formed")), (
+        "breakdown must give an empty bin the fractions None (nothing to divide by), not 0: "
+        f"got {rows[1]}")
+    assert (rows[0]["valid"], rows[0]["ill_formed"]) == (0.5, 0.5), (
+        "a bin's fractions must be over the bin's own samples, not all samples")
+
+
+def test_sweep_entry_threshold_missing_points_and_a_diverged_run():
+    def log(final, points):
+        return {"run": "post_lr0.01_w0_s1500", "config": {"norm": "post", "lr": 0.01,
+                                                          "warmup": 0},
+                "log": [{"step": s, "head_grad_norm": g} for s, g in points],
+                "final_val_loss": final}
+
+    entry = ev.sweep_entry(log(2.0, [(50, 1.0), (100, 2.0)]))
+    assert not entry["trains"], (
+        "trains must need a final validation loss strictly below the threshold (2.0): is the "
+        "threshold itself counted as training?")
+    entry = ev.sweep_entry(log(None, [(50, None), (100, None)]))
+    assert entry["trains"] is not None and not entry["trains"], (
+        f"trains must be False (not None) for a run without a final loss, got {entry['trains']}")
+    assert entry["final_val_loss"] is None
+    for points in ([(50, 1.0)], [(50, 1.0), (100, None)], [(100, 3.0), (150, 1.0)]):
+        entry = ev.sweep_entry(log(1.5, points))
+        missing = ("head_grad_norm_mean_100 and head_grad_norm_max_100 must be None unless the "
+                   "points at steps 50 and 100 are both logged and finite: are they computed "
+                   f"over the points there are? log points {points}")
+        assert entry["head_grad_norm_mean_100"] is None, missing
+        assert entry["head_grad_norm_max_100"] is None, missing

@@ -1,8 +1,11 @@
 """Problem 3, Part B: the causal mask, pre- and post-norm blocks, and the decoder-only model
 (tiny models only)."""
 
+import math
+
 import pytest
 import torch
+import torch.nn.functional as F
 
 from tests.seam import remote_isinstance, submission
 
@@ -93,3 +96,104 @@ def test_embeddings_are_not_scaled_and_use_default_init():
         f"position embedding left out, or an embedding scaled (by sqrt(d_model))?\n{m}"))
     assert 0.8 < state["tok_emb.weight"].std() < 1.2, (  # nn.Embedding's N(0, 1)
         "tok_emb must keep nn.Embedding's default N(0, 1) initialization")
+
+
+# ------------------------------------------------ the block's formula, written out here
+def linear(state: dict, name: str, x: torch.Tensor) -> torch.Tensor:
+    return F.linear(x, state[f"{name}.weight"], state[f"{name}.bias"])
+
+
+def layer_norm(state: dict, name: str, x: torch.Tensor) -> torch.Tensor:
+    return F.layer_norm(x, x.shape[-1:], state[f"{name}.weight"], state[f"{name}.bias"])
+
+
+def block_by_formula(state: dict, norm: str, h: int, x: torch.Tensor,
+                     mistake: str | None = None) -> torch.Tensor:
+    """The Block's formula from its state dict (explicit masked softmax, separate
+    projections), or what one mistake makes of it."""
+    def attn(y):
+        B, T, d = y.shape
+
+        def heads(t):
+            return t.view(B, T, h, d // h).transpose(1, 2)
+        q, k, v = (heads(linear(state, name, y)) for name in ("q_proj", "k_proj", "v_proj"))
+        scale = 1.0 if mistake == "unscaled" else 1 / math.sqrt(d // h)
+        scores = q @ k.transpose(-2, -1) * scale
+        if mistake != "no mask":
+            scores = scores.masked_fill(~torch.ones(T, T, dtype=torch.bool).tril(), -math.inf)
+        out = scores.softmax(-1) @ v
+        out = out.reshape(B, T, d) if mistake == "merge" else out.transpose(1, 2).reshape(B, T, d)
+        return out if mistake == "no out_proj" else linear(state, "out_proj", out)
+
+    def ffn(y):
+        return linear(state, "ffn.2", F.gelu(linear(state, "ffn.0", y)))
+
+    if mistake == "placement":  # the other placement's formula
+        norm = "post" if norm == "pre" else "pre"
+    if norm == "pre":
+        x = x + attn(layer_norm(state, "ln1", x))
+        base = layer_norm(state, "ln2", x) if mistake == "normed residual" else x
+        return base + ffn(layer_norm(state, "ln2", x))
+    x = layer_norm(state, "ln1", x + attn(x))
+    return layer_norm(state, "ln1" if mistake == "ln1 twice" else "ln2", x + ffn(x))
+
+
+BLOCK_MISTAKES = {
+    "unscaled": "the attention scores are not divided by sqrt(d_head)",
+    "no mask": "the causal mask is not used",
+    "merge": "the heads are merged back by a plain reshape without the transpose",
+    "no out_proj": "the attention's output projection out_proj is skipped",
+    "placement": "the LayerNorms are placed as in the other norm (pre for post, or post for "
+                 "pre)",
+    "normed residual": "the feed-forward residual adds LN2(x) instead of x",
+    "ln1 twice": "ln1 normalizes both sums (ln2 unused)",
+}
+
+
+@pytest.mark.parametrize("norm", ["pre", "post"])
+def test_block_matches_its_formula(norm):
+    seed(6)
+    block = Block(12, 3, 24, 0.1, norm).eval()
+    generator = torch.Generator().manual_seed(6)
+    state = {name: p + 0.2 * torch.randn(p.shape, generator=generator)  # norms off identity
+             for name, p in block.state_dict().items()}
+    block.load_state_dict(state)
+    x = torch.randn(2, 5, 12, generator=generator)
+    out = block(x, torch.ones(5, 5, dtype=torch.bool).tril())  # causal_mask has its test
+    expected = block_by_formula(state, norm, 3, x)
+    formula = {"pre": "x = x + Drop(Attn(LN1(x))); x = x + Drop(FFN(LN2(x)))",
+               "post": "x = LN1(x + Drop(Attn(x))); x = LN2(x + Drop(FFN(x)))"}[norm]
+
+    def hint() -> str:
+        for mistake, why in BLOCK_MISTAKES.items():
+            if torch.allclose(out, block_by_formula(state, norm, 3, x, mistake), atol=1e-5):
+                return f"your output is exactly what it is when {why}"
+        return ("it matches none of the usual mistakes (scale, mask, head merge, out_proj, "
+                "norm placement): compare it with the formula step by step")
+    torch.testing.assert_close(out, expected, msg=lambda m: (
+        f"a {norm}-LN Block must compute {formula} with softmax(q k^T / sqrt(d_head)) "
+        f"causal attention (eval mode, no dropout): {hint()}\n{m}"))
+
+
+@pytest.mark.parametrize("norm", ["pre", "post"])
+def test_decoder_lm_composes_its_modules(norm):
+    model = tiny_lm(vocab_size=9, norm=norm, seed=7).eval()  # 2 blocks of width 16, 2 heads
+    state = model.state_dict()
+    ids = torch.randint(0, 9, (2, 7), generator=torch.Generator().manual_seed(7))
+
+    def by_formula(final_norm: bool = norm == "pre") -> torch.Tensor:
+        x = state["tok_emb.weight"][ids] + state["pos_emb.weight"][:7]
+        for i in range(2):
+            prefix = f"blocks.{i}."
+            x = block_by_formula({name.removeprefix(prefix): value for name, value in
+                                  state.items() if name.startswith(prefix)}, norm, 2, x)
+        return linear(state, "head", layer_norm(state, "ln_f", x) if final_norm else x)
+
+    logits = model(ids)
+    hint = ("is the final LayerNorm ln_f skipped in forward?" if norm == "pre" and
+            torch.allclose(logits, by_formula(False), atol=1e-5) else
+            "if test_block_matches_its_formula fails too, fix Block first; else is a module "
+            "skipped or applied twice?")
+    torch.testing.assert_close(logits, by_formula(), msg=lambda m: (
+        "DecoderLM(ids) must be head(ln_f(blocks(tok_emb(ids) + pos_emb(positions)))), ln_f "
+        f"for pre-LN only: {hint}\n{m}"))

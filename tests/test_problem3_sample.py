@@ -2,16 +2,18 @@
 from stand-in models of tests/tiny_problem3.py) and the syntactic checks is_well_formed and
 max_open_ring_span."""
 
+import math
 import shutil
 from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from problem3.evaluate import canonical  # given code (RDKit's canonical SMILES): trusted
-from provided.smiles import EOS, SmilesVocab, tokenize
+from provided.smiles import BOS, EOS, PAD, SmilesVocab, tokenize
 from tests.seam import submission
 
 pytestmark = pytest.mark.p3d
@@ -64,6 +66,44 @@ def test_generate_is_seeded_and_lower_temperature_lowers_diversity(vocab):
     assert len(set(draw(0.2))) < len(set(draw(1.0))) < len(set(draw(3.0))), (
         "a lower temperature must give fewer distinct samples: are the logits multiplied by "
         "the temperature instead of divided?")
+
+
+def first_token_lm(vocab_size: int, stoi: dict, probabilities: dict):
+    """A TableLM (next-token logits from the current token only): after BOS one of the
+    tokens of probabilities, drawn with those probabilities (log-probabilities as logits),
+    then deterministically C -> EOS, N -> c -> EOS, O -> EOS: the samples 'C', 'Nc', 'O'."""
+    table = torch.full((vocab_size, vocab_size), -1e9)
+    for token, p in probabilities.items():
+        table[BOS, stoi[token]] = math.log(p)
+    for a, b in (("C", EOS), ("N", stoi["c"]), ("c", EOS), ("O", EOS)):
+        table[stoi[a] if isinstance(a, str) else a, b] = 0.0
+    table[EOS, EOS] = table[PAD, EOS] = 0.0
+    return stubs.TableLM(table)
+
+
+@pytest.mark.parametrize("temperature", [1.0, 1.5])
+def test_generate_samples_from_softmax_of_logits_over_temperature(vocab, temperature):
+    stoi = SmilesVocab(TOKENS).stoi
+    p = {"C": 0.6, "N": 0.3, "O": 0.1}
+    model = first_token_lm(len(vocab), stoi, p)
+    samples = generate(model, vocab, 1500, temperature=temperature, max_len=10,
+                       generator=sandbox_torch.Generator().manual_seed(2))
+    assert len(samples) == 1500 and set(samples) <= {"C", "Nc", "O"}, (
+        "every sample must run to its own EOS ('C', 'Nc' or 'O' here): are the other samples "
+        f"of a batch cut short when the first one ends? got {sorted(set(samples))[:6]}")
+    tempered = {t: q ** (1 / temperature) for t, q in p.items()}
+    expected = {t: q / sum(tempered.values()) for t, q in tempered.items()}
+    found = {t: sum(s[0] == t for s in samples) / 1500 for t in p}
+    squared = {t: q ** (2 / temperature) for t, q in p.items()}
+    squared = {t: q / sum(squared.values()) for t, q in squared.items()}
+    # 1500 draws: the standard error is at most 0.013, the tolerance about four times that
+    why = ("the probabilities are squared (softmax taken twice, or log-probabilities "
+           "exponentiated twice)" if all(abs(found[t] - squared[t]) < 0.05 for t in p) else
+           "is the temperature multiplying the logits, applied after the softmax, or ignored?")
+    assert all(abs(found[t] - expected[t]) < 0.05 for t in p), (
+        f"generate must sample each token from softmax(logits / temperature): at T = "
+        f"{temperature} the first tokens C, N, O must come with frequencies about "
+        f"{[round(expected[t], 3) for t in p]}, not {[round(found[t], 3) for t in p]}: {why}")
 
 
 def test_sample_script_writes_the_samples(tmp_path):

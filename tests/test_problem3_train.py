@@ -162,3 +162,17 @@ def test_train_step_runs_in_training_mode():
     assert abs(float(loss) - clean.item()) > 1e-3, (
         "train_step must put the model in training mode (dropout on): its loss is the "
         "eval-mode loss, as if it ran in the eval mode train.py hands it over in")
+
+
+def test_train_step_sets_the_lr_of_every_parameter_group():
+    model, _ = models()
+    optimizer = SGD([{"params": model.head.parameters()},
+                     {"params": model.tok_emb.parameters()},
+                     {"params": model.pos_emb.parameters(), "lr": 5.0}], lr=0.0)
+    inputs = torch.randint(3, 12, (2, 11), generator=torch.Generator().manual_seed(4))
+    tr.train_step(model, optimizer, inputs, inputs, lr=0.25)
+    rates = [group["lr"] for group in optimizer.param_groups]
+    assert rates == [0.25] * 3, (
+        "train_step must set the lr given on every parameter group of the optimizer (a model "
+        f"may be trained with several): the groups' lr are {rates}; is only the first one "
+        "set?")

@@ -75,7 +75,9 @@ def log(final, early):
 
 def test_sweep_entry_of_a_diverged_run():
     entry = ev.sweep_entry(log(None, [(50, None), (100, None), (150, None)]))
-    assert entry["final_val_loss"] is None and not entry["trains"]
+    assert entry["final_val_loss"] is None
+    assert entry["trains"] is not None and not entry["trains"], (
+        "trains must be False (not None) for a run without a final validation loss")
     assert entry["head_grad_norm_mean_100"] is None and entry["head_grad_norm_max_100"] is None
     assert (entry["run"], entry["norm"], entry["lr"], entry["warmup"]) == (
         "pre_lr0.01_w500_s1500", "pre", 0.01, 500)
