@@ -30,8 +30,10 @@ def test_forward_items(data_dir):
         "tgt_out must be the sum's four digits, carry digit first in forward order: is the "
         "carry digit dropped (sum mod 1000) or are the digits reversed?")
     assert tgt_in.tolist() == [BOS, 1, 3, 5], (
-        "tgt_in must be BOS followed by tgt_out shifted right by one: is the decoder input "
-        "not shifted, so that it leaks the answer?")
+        f"tgt_in must be BOS followed by tgt_out[:3] ([BOS, 1, 3, 5] here), not "
+        f"{tgt_in.tolist()}: "
+        + ("it is BOS + tgt_out[1:], shifted the wrong way" if tgt_in.tolist() == [BOS, 3, 5, 9]
+           else "is the decoder input not shifted, so that it leaks the answer?"))
     assert all(t.dtype == torch.long for t in ds[0]), "every item tensor must be torch.long"
     sums = [ds[i][2].tolist() for i in (1, 2, 3, 4)]
     assert sums == [[0, 6, 0, 9], [0, 5, 1, 2], [0, 0, 0, 0], [1, 9, 9, 8]], (

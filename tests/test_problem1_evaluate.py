@@ -37,8 +37,10 @@ def test_remove_head_changes_exactly_one_head():
     after = model.state_dict()
     changed = [k for k in before if not torch.equal(before[k], after[k])]
     assert changed == ["decoder_layers.1.cross_attn.W_o.weight"], (
-        "remove_head must change only the W_o weight of the named attention: is the name "
-        "mapped to the wrong layer or module, or another tensor (a bias) changed too?")
+        "remove_head('dec1.cross.h2') must change only decoder_layers.1.cross_attn.W_o.weight "
+        f"(the head's input columns of W_o), but it changed {changed}: is another projection "
+        "(W_v, W_q) zeroed instead, a bias changed too, or the name mapped to the wrong "
+        "module?")
     weight = after["decoder_layers.1.cross_attn.W_o.weight"]
     old = before["decoder_layers.1.cross_attn.W_o.weight"]
     assert (weight[:, 64:96] == 0).all(), (
@@ -77,13 +79,20 @@ def hand_score():
 
 def test_greedy_pruning_recomputes_costs():
     curve = greedy_pruning(hand_score(), heads=["A", "B", "C"])
+    order = [point["removed"] for point in curve]
+    why = {(): "the starting point (no head removed, score([])) is missing",
+           ("B", "A", "C"): "the heads are ranked once by their single cost, never "
+                            "recomputed after a removal",
+           ("C", "A", "B"): "the most useful head is removed first (the lowest score kept)"}
     assert curve == [{"removed": [], "test_exact_match": 1.0},
                      {"removed": ["B"], "test_exact_match": 0.95},
                      {"removed": ["B", "C"], "test_exact_match": 0.6},
                      {"removed": ["B", "C", "A"], "test_exact_match": 0.0}], (
         "greedy_pruning must start at no head removed, then each time remove the head whose "
-        "removal keeps the highest score, recomputed after every removal: is the starting "
-        "point missing, the most useful head removed, or the costs ranked only once?")
+        f"removal keeps the highest score, recomputed after every removal: got {order}; "
+        + why.get(() if not order or order[0] != [] else tuple(order[-1]),
+                  "is the starting point missing, the most useful head removed, or the costs "
+                  "ranked only once?"))
 
 
 def test_greedy_pruning_breaks_ties_by_head_order():

@@ -38,6 +38,8 @@ def test_steps_to_95():
         f"reaches 0.95, 0.95 itself included (75 here), not {found}: "
         + why.get(found, "is the comparison strict (>), or the last such step returned?"))
     assert steps_to_95(log[:2]) is None, "steps_to_95 must return None if no step reaches 0.95"
+    assert steps_to_95(log, threshold=0.5) == 50 and steps_to_95(log, threshold=0.999) is None, (
+        "steps_to_95(log, threshold) must compare with the threshold given, not a fixed 0.95")
     assert steps_to_95([]) is None, "steps_to_95 must return None for an empty log"
 
 
@@ -50,12 +52,21 @@ def test_train_step_takes_one_step_on_the_teacher_forced_loss():
     logits, _ = twin(src, tgt_in)
     expected = F.cross_entropy(logits.reshape(-1, 12), tgt_out.reshape(-1))
     loss = train_step(model, optim.Adam(model.parameters(), lr=1e-3), src, tgt_in, tgt_out)
+    against_tgt_in = F.cross_entropy(logits.reshape(-1, 12), tgt_in.reshape(-1)).item()
+    summed = F.cross_entropy(logits.reshape(-1, 12), tgt_out.reshape(-1), reduction="sum")
+    why = next((why for value, why in [
+        (against_tgt_in, "it is the loss against tgt_in (the decoder's input), not tgt_out"),
+        (summed.item(), "it is summed instead of averaged")]
+        if float(loss) == pytest.approx(value, rel=1e-5)),
+        "is it summed instead of averaged, or computed against the wrong targets?")
     assert float(loss) == pytest.approx(expected.item(), rel=1e-5), (
-        "train_step must return the mean cross-entropy of the logits against tgt_out: is the "
-        "loss summed instead of averaged, or computed against the wrong targets?")
+        "train_step must return the mean cross-entropy of the logits against tgt_out "
+        f"({expected.item():.4f} here), not {float(loss):.4f}: {why}")
     changed = [name for name, p in model.state_dict().items()
                if not torch.equal(p, twin.state_dict()[name])]
-    assert changed, "train_step must take an optimizer step: no parameter changed"
+    assert changed, (
+        "train_step must take an optimizer step on this batch's gradient: no parameter "
+        "changed (is optimizer.step() called before loss.backward(), or not at all?)")
 
 
 def test_validate_decodes_greedily():

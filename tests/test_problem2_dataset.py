@@ -43,8 +43,10 @@ def test_offset_dataset_targets(problem2_tiny_data, split, shape):
 
 def test_offset_dataset_other_k(problem2_tiny_data):
     tokens, targets = OffsetDataset(problem2_tiny_data, "train", k=3)[0]
-    assert (targets[:3] == IGNORE_INDEX).all()
-    assert targets[3:].tolist() == tokens[:-3].tolist()
+    message = ("OffsetDataset(..., k=3) must give targets[i] = tokens[i - 3] and IGNORE_INDEX "
+               "for i < 3: is k ignored (7 hard-coded)?")
+    assert (targets[:3] == IGNORE_INDEX).all(), message
+    assert targets[3:].tolist() == tokens[:-3].tolist(), message
 
 
 def test_offset_dataset_bad_split_and_missing_file(problem2_tiny_data, tmp_path_factory):

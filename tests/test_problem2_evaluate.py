@@ -56,13 +56,25 @@ def test_accuracy_over_and_position_metrics_by_hand():
     correct = torch.zeros(T)
     correct[7:64] = 1  # everything right in range
     correct[64:80] = 1  # first beyond bucket right, the rest wrong
+    part = as_float(evaluate.accuracy_over(correct, count, 76, 84))
+    assert part == pytest.approx(0.5), (
+        "accuracy_over(correct, count, 76, 84) must pool positions 76..83 (4 right of 8 here, "
+        f"0.5), not {part}: is position end included, or start left out?")
+    assert evaluate.accuracy_over(correct, count, 0, 7) is None, (
+        "accuracy_over must be None over positions without any target")
     m = evaluate.position_metrics(correct, count)
-    assert as_float(m["in_range"]) == 1.0
-    assert as_float(m["beyond"]) == pytest.approx(0.25)
-    assert [as_float(b) for b in m["beyond_buckets"]] == [1.0, 0.0, 0.0, 0.0]
-    assert [as_float(b) for b in m["buckets"]] == [1.0] * 4 + [1.0, 0.0, 0.0, 0.0]
-    assert evaluate.accuracy_over(correct, count, 0, 7) is None
-    assert as_float(evaluate.accuracy_over(correct, count, 76, 84)) == pytest.approx(0.5)
+    assert as_float(m["in_range"]) == 1.0, (
+        "position_metrics' in_range must pool positions 0..63 (all right here)")
+    assert as_float(m["beyond"]) == pytest.approx(0.25), (
+        "position_metrics' beyond must pool positions 64..127 (a quarter right here)")
+    buckets = [as_float(b) for b in m["buckets"]]
+    assert buckets == [1.0] * 4 + [1.0, 0.0, 0.0, 0.0], (
+        "position_metrics' buckets must be the eight 16-position buckets 0-15 .. 112-127, "
+        f"[1, 1, 1, 1, 1, 0, 0, 0] here, not {buckets}")
+    beyond = [as_float(b) for b in m["beyond_buckets"]]
+    assert beyond == [1.0, 0.0, 0.0, 0.0], (
+        "position_metrics' beyond_buckets must be the last four buckets, 64-79 .. 112-127 "
+        f"([1, 0, 0, 0] here), not {beyond}: are they the first four?")
 
 
 def test_per_position_counts_with_a_stub_model():
@@ -88,9 +100,19 @@ def test_pairwise_rotary_by_hand():
     # d = 4: theta = (1, 0.01); (1, 0, 0, 1) at p = 2 -> (cos 2, sin 2, -sin .02, cos .02).
     out = evaluate.pairwise_rotary(torch.tensor([[1.0, 0.0, 0.0, 1.0]]), torch.tensor([2]))
     expected = [math.cos(2), math.sin(2), -math.sin(0.02), math.cos(0.02)]
-    assert out[0].tolist() == pytest.approx(expected, abs=1e-12), (
-        "pairwise_rotary must rotate each pair (x_2i, x_2i+1) by the angle +p theta_i, as "
-        "apply_rotary does: does it rotate the wrong way (the signs of the sines swapped)?")
+    mistakes = {  # the same vector under the common mistakes, by hand
+        "it rotates the wrong way (the signs of the sines swapped)":
+            [math.cos(2), -math.sin(2), math.sin(0.02), math.cos(0.02)],
+        "its angles use 10000^(-i/d) instead of 10000^(-2i/d) (theta_1 = 0.1, not 0.01)":
+            [math.cos(2), math.sin(2), -math.sin(0.2), math.cos(0.2)],
+        "it rotates the half-split pairs (i, i + d/2) instead of (2i, 2i+1)":
+            [math.cos(2), -math.sin(0.02), math.sin(2), math.cos(0.02)]}
+    got = [float(v) for v in out[0]]
+    why = next((why for why, value in mistakes.items()
+                if got == pytest.approx(value, abs=1e-6)), "compare one pair by hand")
+    assert got == pytest.approx(expected, abs=1e-12), (
+        "pairwise_rotary must rotate each pair (x_2i, x_2i+1) by the angle +p theta_i, "
+        f"theta_i = 10000^(-2i/d), in float64, as apply_rotary does: {why}")
 
 
 def test_metrics(problem2_runs):
@@ -119,12 +141,61 @@ def test_metrics(problem2_runs):
             f"included: does its range stop one short (position scheme {position})?")
 
 
+def part_b_and_c_are_right() -> dict:
+    """{function of Parts B and C: whether it passes a probe}: the checks use them."""
+    import cmath
+
+    positional = submission("problem2.positional")
+    table = positional.sinusoidal_table(40, 8).double()
+    expected = torch.tensor([[math.sin(p * 10000 ** (-(j // 2) * 2 / 8)) if j % 2 == 0 else
+                              math.cos(p * 10000 ** (-(j // 2) * 2 / 8)) for j in range(8)]
+                             for p in range(40)], dtype=torch.float64)
+    angles = [3 * 10000 ** (-2 * i / 8) for i in range(4)]
+    R = torch.block_diag(*[torch.tensor([[math.cos(a), math.sin(a)], [-math.sin(a),
+                                                                      math.cos(a)]])
+                           for a in angles]).double()
+    x = torch.tensor([[0.3, -1.0, 2.0, 0.5, 1.0, 0.0, -0.2, 0.7]])
+    rotated = []
+    for i in range(4):
+        z = complex(x[0, 2 * i], x[0, 2 * i + 1]) * cmath.exp(1j * 5 * 10000 ** (-2 * i / 8))
+        rotated += [z.real, z.imag]
+    return {"sinusoidal_table": torch.allclose(table, expected, atol=5e-5),
+            "shift_rotation": torch.allclose(positional.shift_rotation(3, 8).double(), R,
+                                             atol=1e-5),
+            "apply_rotary": torch.allclose(positional.apply_rotary(x, torch.tensor([5])).double(),
+                                           torch.tensor([rotated], dtype=torch.float64),
+                                           atol=1e-5)}
+
+
+def check_hint(uses: list[str], own: str) -> str:
+    """Which function to fix: one of Parts B and C the check uses, if it fails its probe,
+    else the check's own (own: its likely mistake)."""
+    right = part_b_and_c_are_right()
+    wrong = [name for name in uses if not right[name]]
+    if wrong:
+        return (f"{' and '.join(wrong)} (Parts B and C) fail their own tests: fix them first, "
+                "this check uses them")
+    return own
+
+
 def test_checks(problem2_runs):
     checks = read(problem2_runs()[1] / "metrics.json")["checks"]
-    assert checks["shift_rotation_max_error"] < 1e-5
-    assert checks["rotary_score_shift_error"] < 1e-3
-    assert checks["sinusoidal_score_shift_error"] > 0.5
-    assert checks["rotary_vs_pairwise_error"] < 1e-4
+    assert checks["shift_rotation_max_error"] < 1e-5, (
+        "checks' shift_rotation_max_error must be about 0 (PE[p + s] = R_s PE[p]), not "
+        f"{checks['shift_rotation_max_error']:.3g}: "
+        + check_hint(["sinusoidal_table", "shift_rotation"],
+                     "shift_rotation_max_error is wrong: is R_s applied transposed (PE[p] @ "
+                     "R_s, a row vector times R_s) instead of R_s @ PE[p]?"))
+    assert checks["rotary_score_shift_error"] < 1e-3, (
+        "checks' rotary_score_shift_error must be about 0: "
+        + check_hint(["apply_rotary"], "is score_shift_errors' maximum taken per scheme?"))
+    assert checks["sinusoidal_score_shift_error"] > 0.5, (
+        "checks' sinusoidal_score_shift_error must be large (the sinusoidal score changes "
+        "under a shift): " + check_hint(["sinusoidal_table"], "is it the rotary maximum?"))
+    assert checks["rotary_vs_pairwise_error"] < 1e-4, (
+        "checks' rotary_vs_pairwise_error must be about 0: "
+        + check_hint(["apply_rotary"], "pairwise_rotary or rotary_vs_pairwise_error is wrong "
+                     "(see test_pairwise_rotary_by_hand)"))
 
 
 def test_accuracy_over_pools_the_counts():
@@ -155,8 +226,12 @@ def test_score_shift_errors_reports_the_maximum_and_the_median(monkeypatch):
     values = {"rotary": [0.1, 0.3, 0.2], "sinusoidal": [1.0, 100.0, 2.0]}
     monkeypatch.setattr(evaluate, "score_shift_invariance", stubs.ScriptedScoreShifts(values))
     found = evaluate.score_shift_errors(8, samples=3)
-    assert as_float(found["rotary_score_shift_error"]) == pytest.approx(0.3)
-    assert as_float(found["sinusoidal_score_shift_error"]) == pytest.approx(100.0)
-    assert as_float(found["sinusoidal_score_shift_error_median"]) == pytest.approx(2.0), (
-        "sinusoidal_score_shift_error_median must be the median of the changes (2.0), not "
-        "their mean or maximum")
+    assert as_float(found["rotary_score_shift_error"]) == pytest.approx(0.3), (
+        "rotary_score_shift_error must be the maximum of the rotary changes (0.3 here)")
+    assert as_float(found["sinusoidal_score_shift_error"]) == pytest.approx(100.0), (
+        "sinusoidal_score_shift_error must be the maximum of the sinusoidal changes (100)")
+    median = as_float(found["sinusoidal_score_shift_error_median"])
+    assert median == pytest.approx(2.0), (
+        "sinusoidal_score_shift_error_median must be the median of the sinusoidal changes "
+        f"(2.0 here), not {median}: is it their mean or maximum, or the rotary changes' "
+        "median?")

@@ -51,7 +51,12 @@ def test_loss_and_correct_by_hand():
     # Two positions with a target (classes 0 and 1), one ignored.
     logits = torch.tensor([[[2.0, 0.0], [0.0, 1.0], [5.0, 0.0]]])  # [1, 3, 2]
     targets = torch.tensor([[0, 0, IGNORE_INDEX]])
-    loss_sum, correct, count = train.loss_and_correct(logits, targets)
+    try:
+        loss_sum, correct, count = train.loss_and_correct(logits, targets)
+    except RuntimeError as error:
+        pytest.fail(f"loss_and_correct(logits [1, 3, 2], targets [1, 3]) raised {error}: is "
+                    "the argmax (or the loss) taken over the wrong dimension? The classes are "
+                    "the last dimension of logits")
     expected = -math.log(math.exp(2) / (math.exp(2) + 1)) - math.log(1 / (1 + math.e))
     assert float(loss_sum) == pytest.approx(expected, rel=1e-6), (
         "loss_and_correct must return the summed cross-entropy over the positions with a "
@@ -86,7 +91,9 @@ def test_train_epoch_takes_one_step_per_batch_in_the_seeded_order():
         torch.nn.functional.cross_entropy(twin(tokens[rows]).flatten(0, 1),
                                           targets[rows].flatten()).backward()
         optimizer.step()
-    assert int(result["steps"]) == 3, "train_epoch must take one step per batch of 4 of 10 rows"
+    assert int(result["steps"]) == 3, (
+        "train_epoch must take one step per batch: 3 steps for 10 rows in batches of 4 (the "
+        f"last of 2), not {int(result['steps'])}: is the incomplete last batch dropped?")
     assert torch.allclose(model.table, twin.table, atol=1e-6), (
         "train_epoch must take one step per batch on that batch's mean loss, in the order "
         "torch.randperm(N, generator=generator): the weights differ from that loop's (batches "

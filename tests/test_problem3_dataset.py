@@ -34,14 +34,15 @@ def names_line(message: str, path: Path, line: int) -> bool:
 
 def test_build_vocab_has_the_22_tokens_and_specials(train_fixture):
     vocab = build_vocab(train_fixture)
+    chemistry_tokens = vocab.chemistry_tokens
+    assert {"Cl", "Br", "[nH]", "c"} <= set(chemistry_tokens), (
+        "build_vocab must collect whole tokens (Cl, Br, [nH]) from tokenize, not characters: "
+        f"its tokens are {chemistry_tokens}")
     assert len(vocab) == 25 and vocab.itos[:3] == ["<pad>", "<bos>", "<eos>"], (
         "build_vocab must hold the three specials, then every token of every line of the "
-        "training file (22 here): are only some of the lines read?")
-    chemistry_tokens = vocab.chemistry_tokens
+        f"training file (22 here, not {len(vocab) - 3}): are only some of the lines read?")
     assert chemistry_tokens == sorted(chemistry_tokens), (
         "build_vocab must sort the chemistry tokens")
-    assert {"Cl", "Br", "[nH]", "c"} <= set(chemistry_tokens), (
-        "build_vocab must collect whole tokens (Cl, Br, [nH]) from tokenize, not characters")
 
 
 def test_dataset_item_layout(tmp_path, train_fixture):

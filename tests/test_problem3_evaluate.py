@@ -43,9 +43,13 @@ def test_validity_uniqueness_novelty_by_hand(well_formed_by_hand):
     train = {canonical("CCN")}
     m = ev.sample_metrics(samples, train)
     assert m["num_samples"] == 8, "num_samples must count every sample, empty ones included"
+    why = {5 / 8: "it counts the well-formed samples: valid means canonical(s) is not None",
+           4 / 7: "is it over the non-empty samples only?"}
     assert float(m["validity"]) == pytest.approx(4 / 8), (  # CCO, OCC, benzene, CCN
-        "validity must be the valid samples over all samples, empty ones included: is it over "
-        "the non-empty samples only?")
+        "validity must be the valid samples (canonical(s) is not None) over all samples, "
+        f"empty ones included (4 / 8 here), not {float(m['validity']):.4f}: "
+        + next((w for v, w in why.items() if float(m["validity"]) == pytest.approx(v)),
+               "is it over the non-empty samples only?"))
     assert float(m["well_formed"]) == pytest.approx(5 / 8), (  # the four and invalid c1cccc1
         "well_formed must be the well-formed samples over all samples, valid or not")
     assert float(m["uniqueness"]) == pytest.approx(3 / 4), (  # OCC is CCO
@@ -62,10 +66,15 @@ def test_breakdown_bins_and_fractions(well_formed_by_hand):
     samples = ["C1CC1", "c1ccccc1", "c1cccc1", "CC("]
     ring_span = stubs.Answers({"C1CC1": 3, "c1ccccc1": 6, "c1cccc1": 5, "CC(": 0})  # by hand
     rows = ev.breakdown(samples, ring_span, [(0, 0), (1, 5), (6, None)])
-    assert [r["bin"] for r in rows] == ["0", "1-5", "6+"]
-    assert [r["count"] for r in rows] == [1, 2, 1]
-    assert rows[1]["valid"] == 0.5 and rows[1]["well_formed_invalid"] == 0.5
-    assert rows[0]["ill_formed"] == 1.0
+    assert [r["bin"] for r in rows] == ["0", "1-5", "6+"], (
+        "breakdown's rows must be labelled by bin_label, in the order of the bins")
+    assert [r["count"] for r in rows] == [1, 2, 1], (
+        "breakdown must count the samples of each bin, both bounds inclusive and None open")
+    assert rows[1]["valid"] == 0.5 and rows[1]["well_formed_invalid"] == 0.5, (
+        "a bin's fractions must be over the bin's own samples (1 valid of the 2 in bin 1-5), "
+        f"not over all samples: got {rows[1]}")
+    assert rows[0]["ill_formed"] == 1.0, (
+        "a bin's fractions must be over the bin's own samples (1 ill-formed of 1 in bin 0)")
 
 
 def test_sweep_entry_early_gradient_statistics():

@@ -32,72 +32,6 @@ def test_causal_mask():
     assert causal_mask(4).dtype == torch.bool, "causal_mask must return a bool tensor"
 
 
-def test_post_block_output_is_normalized_per_token_and_pre_is_not():
-    seed(0)
-    x = 3 * torch.randn(2, 6, 16) + 1
-    post = Block(16, 2, 32, 0.0, "post")(x, causal_mask(6))
-    assert post.shape == (2, 6, 16)
-    torch.testing.assert_close(post.mean(-1), torch.zeros(2, 6), atol=1e-5, rtol=0)
-    torch.testing.assert_close(post.var(-1, unbiased=False), torch.ones(2, 6), atol=1e-3, rtol=0)
-    pre = Block(16, 2, 32, 0.0, "pre")(x, causal_mask(6))
-    assert pre.shape == (2, 6, 16)
-    assert pre.mean(-1).abs().max() > 0.1  # the residual stream is not normalized
-
-
-@pytest.mark.parametrize("norm", ["pre", "post"])
-def test_block_is_causal(norm):
-    seed(0)
-    block = Block(16, 4, 32, 0.0, norm)
-    x = torch.randn(2, 5, 16)
-    changed = x.clone()
-    changed[:, 3:] += 1.0
-    a, b = block(x, causal_mask(5)), block(changed, causal_mask(5))
-    torch.testing.assert_close(a[:, :3], b[:, :3], msg=lambda m: (
-        "a Block must be causal: changing later tokens changed earlier outputs (is the mask "
-        f"not passed to the attention, or are the heads merged without the transpose?)\n{m}"))
-    assert not torch.allclose(a[:, 3:], b[:, 3:]), (
-        "a Block's output must depend on its own token: changing tokens 3.. changed nothing")
-
-
-def test_final_layernorm_only_for_pre():
-    assert remote_isinstance(tiny_lm(norm="pre").ln_f, "torch.nn.LayerNorm"), (
-        "a pre-LN DecoderLM must end in a final LayerNorm ln_f")
-    post = tiny_lm(norm="post")
-    assert not remote_isinstance(post.ln_f, "torch.nn.LayerNorm"), (
-        "a post-LN DecoderLM must have no final LayerNorm (ln_f an nn.Identity): its last "
-        "block already ends in one")
-    n_norms = sum(remote_isinstance(m, "torch.nn.LayerNorm") for m in post.modules())
-    assert n_norms == 4, (  # 2 per block
-        "a post-LN DecoderLM must hold two LayerNorms per block and no other")
-
-
-@pytest.mark.parametrize("norm", ["pre", "post"])
-def test_decoder_is_causal(norm):
-    model = tiny_lm(norm=norm).eval()
-    ids = torch.randint(3, 12, (2, 10))
-    changed = ids.clone()
-    changed[:, 6:] = torch.randint(3, 12, (2, 4))
-    a, b = model(ids), model(changed)
-    assert a.shape == (2, 10, 12)
-    torch.testing.assert_close(a[:, :6], b[:, :6])
-    assert not torch.allclose(a[:, 6:], b[:, 6:])
-
-
-def test_embeddings_are_not_scaled_and_use_default_init():
-    model = tiny_lm().eval()
-    ids = torch.tensor([[4, 5]])
-    state = model.state_dict()
-    x = state["tok_emb.weight"][ids] + state["pos_emb.weight"][:2]
-    # the first block's input, passed by position or by name, recorded next to the code
-    block_in, _ = submission("tests.tiny_problem3").inputs_during(model.blocks[0], model, ids)
-    assert block_in, "DecoderLM must run its first block"
-    torch.testing.assert_close(block_in[0], x, msg=lambda m: (
-        "the first block's input must be tok_emb(ids) + pos_emb(positions), unscaled: is the "
-        f"position embedding left out, or an embedding scaled (by sqrt(d_model))?\n{m}"))
-    assert 0.8 < state["tok_emb.weight"].std() < 1.2, (  # nn.Embedding's N(0, 1)
-        "tok_emb must keep nn.Embedding's default N(0, 1) initialization")
-
-
 # ------------------------------------------------ the block's formula, written out here
 def linear(state: dict, name: str, x: torch.Tensor) -> torch.Tensor:
     return F.linear(x, state[f"{name}.weight"], state[f"{name}.bias"])
@@ -175,6 +109,73 @@ def test_block_matches_its_formula(norm):
         f"causal attention (eval mode, no dropout): {hint()}\n{m}"))
 
 
+def test_post_block_output_is_normalized_per_token_and_pre_is_not():
+    seed(0)
+    x = 3 * torch.randn(2, 6, 16) + 1
+    post = Block(16, 2, 32, 0.0, "post")(x, causal_mask(6))
+    assert post.shape == (2, 6, 16)
+    torch.testing.assert_close(post.mean(-1), torch.zeros(2, 6), atol=1e-5, rtol=0)
+    torch.testing.assert_close(post.var(-1, unbiased=False), torch.ones(2, 6), atol=1e-3, rtol=0)
+    pre = Block(16, 2, 32, 0.0, "pre")(x, causal_mask(6))
+    assert pre.shape == (2, 6, 16)
+    assert pre.mean(-1).abs().max() > 0.1  # the residual stream is not normalized
+
+
+@pytest.mark.parametrize("norm", ["pre", "post"])
+def test_block_is_causal(norm):
+    seed(0)
+    block = Block(16, 4, 32, 0.0, norm)
+    x = torch.randn(2, 5, 16)
+    changed = x.clone()
+    changed[:, 3:] = torch.randn(2, 2, 16)  # not a constant shift, which a LayerNorm undoes
+    mask = torch.ones(5, 5, dtype=torch.bool).tril()  # made here: causal_mask has its test
+    a, b = block(x, mask), block(changed, mask)
+    torch.testing.assert_close(a[:, :3], b[:, :3], msg=lambda m: (
+        "a Block must be causal: changing later tokens changed earlier outputs (is the mask "
+        f"not passed to the attention, or are the heads merged without the transpose?)\n{m}"))
+    assert not torch.allclose(a[:, 3:], b[:, 3:]), (
+        "a Block's output must depend on its own token: changing tokens 3.. changed nothing")
+
+
+def test_final_layernorm_only_for_pre():
+    assert remote_isinstance(tiny_lm(norm="pre").ln_f, "torch.nn.LayerNorm"), (
+        "a pre-LN DecoderLM must end in a final LayerNorm ln_f")
+    post = tiny_lm(norm="post")
+    assert not remote_isinstance(post.ln_f, "torch.nn.LayerNorm"), (
+        "a post-LN DecoderLM must have no final LayerNorm (ln_f an nn.Identity): its last "
+        "block already ends in one")
+    n_norms = sum(remote_isinstance(m, "torch.nn.LayerNorm") for m in post.modules())
+    assert n_norms == 4, (  # 2 per block
+        "a post-LN DecoderLM must hold two LayerNorms per block and no other")
+
+
+@pytest.mark.parametrize("norm", ["pre", "post"])
+def test_decoder_is_causal(norm):
+    model = tiny_lm(norm=norm).eval()
+    ids = torch.randint(3, 12, (2, 10))
+    changed = ids.clone()
+    changed[:, 6:] = torch.randint(3, 12, (2, 4))
+    a, b = model(ids), model(changed)
+    assert a.shape == (2, 10, 12)
+    torch.testing.assert_close(a[:, :6], b[:, :6])
+    assert not torch.allclose(a[:, 6:], b[:, 6:])
+
+
+def test_embeddings_are_not_scaled_and_use_default_init():
+    model = tiny_lm().eval()
+    ids = torch.tensor([[4, 5]])
+    state = model.state_dict()
+    x = state["tok_emb.weight"][ids] + state["pos_emb.weight"][:2]
+    # the first block's input, passed by position or by name, recorded next to the code
+    block_in, _ = submission("tests.tiny_problem3").inputs_during(model.blocks[0], model, ids)
+    assert block_in, "DecoderLM must run its first block"
+    torch.testing.assert_close(block_in[0], x, msg=lambda m: (
+        "the first block's input must be tok_emb(ids) + pos_emb(positions), unscaled: is the "
+        f"position embedding left out, or an embedding scaled (by sqrt(d_model))?\n{m}"))
+    assert 0.8 < state["tok_emb.weight"].std() < 1.2, (  # nn.Embedding's N(0, 1)
+        "tok_emb must keep nn.Embedding's default N(0, 1) initialization")
+
+
 @pytest.mark.parametrize("norm", ["pre", "post"])
 def test_decoder_lm_composes_its_modules(norm):
     model = tiny_lm(vocab_size=9, norm=norm, seed=7).eval()  # 2 blocks of width 16, 2 heads
@@ -197,3 +198,27 @@ def test_decoder_lm_composes_its_modules(norm):
     torch.testing.assert_close(logits, by_formula(), msg=lambda m: (
         "DecoderLM(ids) must be head(ln_f(blocks(tok_emb(ids) + pos_emb(positions)))), ln_f "
         f"for pre-LN only: {hint}\n{m}"))
+
+
+@pytest.mark.parametrize("norm", ["pre", "post"])
+def test_dropout_on_the_embeddings_and_the_residual_branches(norm):
+    # With p = 1 in training mode dropout zeroes what it acts on: the embedding sum and
+    # every sublayer's output. Pre-LN: x stays 0 through the blocks, logits head(ln_f(0));
+    # post-LN: each block is x -> LN2(LN1(x)) from x = 0.
+    model = tiny_lm(vocab_size=9, norm=norm, dropout=1.0, seed=8).train()
+    generator = torch.Generator().manual_seed(8)
+    state = {name: p + 0.2 * torch.randn(p.shape, generator=generator)
+             for name, p in model.state_dict().items()}
+    model.load_state_dict(state)
+    ids = torch.randint(0, 9, (2, 5), generator=generator)
+    x = torch.zeros(2, 5, 16)
+    if norm == "pre":
+        x = layer_norm(state, "ln_f", x)
+    else:
+        for i in range(2):
+            x = layer_norm(state, f"blocks.{i}.ln2", layer_norm(state, f"blocks.{i}.ln1", x))
+    torch.testing.assert_close(model(ids), linear(state, "head", x), msg=lambda m: (
+        f"a {norm}-LN DecoderLM in training mode must apply dropout to the embedding sum "
+        "tok_emb + pos_emb and to each sublayer's output before its residual sum, nowhere "
+        "else (with dropout 1 they vanish): is the embeddings' dropout missing, or a "
+        f"residual branch without its dropout?\n{m}"))

@@ -50,24 +50,6 @@ def test_generate_stops_at_eos_and_caps_the_length(vocab):
         "is the sampling loop one step too long?")
 
 
-def test_generate_is_seeded_and_lower_temperature_lowers_diversity(vocab):
-    model = stubs.TinyLM(len(vocab))  # generate needs only an LM's interface
-    # a peaked distribution, so temperature matters
-    model.load_state_dict({"head.weight": 20 * model.head.weight}, strict=False)
-
-    def draw(t, seed=0):
-        return generate(model, vocab, 200, temperature=t, max_len=12,
-                        generator=sandbox_torch.Generator().manual_seed(seed))
-
-    assert draw(1.0) == draw(1.0) and draw(1.0) != draw(1.0, seed=1), (
-        "generate must sample with torch.multinomial from the generator given: one seed must "
-        "give the same samples, another seed others (is the generator not passed, or the "
-        "argmax taken instead of sampling?)")
-    assert len(set(draw(0.2))) < len(set(draw(1.0))) < len(set(draw(3.0))), (
-        "a lower temperature must give fewer distinct samples: are the logits multiplied by "
-        "the temperature instead of divided?")
-
-
 def first_token_lm(vocab_size: int, stoi: dict, probabilities: dict):
     """A TableLM (next-token logits from the current token only): after BOS one of the
     tokens of probabilities, drawn with those probabilities (log-probabilities as logits),
@@ -94,16 +76,41 @@ def test_generate_samples_from_softmax_of_logits_over_temperature(vocab, tempera
     tempered = {t: q ** (1 / temperature) for t, q in p.items()}
     expected = {t: q / sum(tempered.values()) for t, q in tempered.items()}
     found = {t: sum(s[0] == t for s in samples) / 1500 for t in p}
-    squared = {t: q ** (2 / temperature) for t, q in p.items()}
-    squared = {t: q / sum(squared.values()) for t, q in squared.items()}
+
+    def power(k):  # softmax(k log p): what sampling gives at temperature 1 / k
+        raised = {t: q ** k for t, q in p.items()}
+        return {t: q / sum(raised.values()) for t, q in raised.items()}
+    mistakes = [  # the powers of p that the common mistakes sample from
+        (power(temperature), "the logits are multiplied by the temperature, not divided"),
+        (power(1.0), "the temperature has no effect: is it applied after the softmax "
+                     "(multinomial renormalizes the probabilities) or ignored?"),
+        (power(2 / temperature), "the probabilities are squared (softmax taken twice, or "
+                                 "log-probabilities exponentiated twice)")]
     # 1500 draws: the standard error is at most 0.013, the tolerance about four times that
-    why = ("the probabilities are squared (softmax taken twice, or log-probabilities "
-           "exponentiated twice)" if all(abs(found[t] - squared[t]) < 0.05 for t in p) else
-           "is the temperature multiplying the logits, applied after the softmax, or ignored?")
+    why = next((why for dist, why in mistakes
+                if all(abs(found[t] - dist[t]) < 0.05 for t in p)), "is the softmax right?")
     assert all(abs(found[t] - expected[t]) < 0.05 for t in p), (
         f"generate must sample each token from softmax(logits / temperature): at T = "
         f"{temperature} the first tokens C, N, O must come with frequencies about "
         f"{[round(expected[t], 3) for t in p]}, not {[round(found[t], 3) for t in p]}: {why}")
+
+
+def test_generate_is_seeded_and_lower_temperature_lowers_diversity(vocab):
+    model = stubs.TinyLM(len(vocab))  # generate needs only an LM's interface
+    # a peaked distribution, so temperature matters
+    model.load_state_dict({"head.weight": 20 * model.head.weight}, strict=False)
+
+    def draw(t, seed=0):
+        return generate(model, vocab, 200, temperature=t, max_len=12,
+                        generator=sandbox_torch.Generator().manual_seed(seed))
+
+    assert draw(1.0) == draw(1.0) and draw(1.0) != draw(1.0, seed=1), (
+        "generate must sample with torch.multinomial from the generator given: one seed must "
+        "give the same samples, another seed others (is the generator not passed, or the "
+        "argmax taken instead of sampling?)")
+    assert len(set(draw(0.2))) < len(set(draw(1.0))) < len(set(draw(3.0))), (
+        "a lower temperature must give fewer distinct samples: are the logits multiplied by "
+        "the temperature instead of divided?")
 
 
 def test_sample_script_writes_the_samples(tmp_path):
@@ -151,14 +158,24 @@ ILL_FORMED = [
 
 
 def test_well_formed():
-    wrong = [smiles for smiles in WELL_FORMED if not ev.is_well_formed(smiles)]
+    wrong = [smiles for smiles in WELL_FORMED if not well_formed_or_fail(smiles)]
     assert not wrong, (
         "is_well_formed must accept these well-formed strings (a ring digit closes its open "
         f"ring and may be reused after): is a ring digit never closed? It said no to {wrong}")
 
 
+def well_formed_or_fail(smiles: str) -> bool:
+    """is_well_formed(smiles), or the test fails saying that it raised."""
+    try:
+        return ev.is_well_formed(smiles)
+    except Exception as error:  # noqa: BLE001 (any exception is the mistake)
+        pytest.fail(f"is_well_formed must never raise, but is_well_formed({smiles!r}) raised "
+                    f"{type(error).__name__}: {error} (a string tokenize rejects is simply not "
+                    "well-formed: return False)")
+
+
 def test_ill_formed():
-    wrong = [smiles for smiles in ILL_FORMED if ev.is_well_formed(smiles)]
+    wrong = [smiles for smiles in ILL_FORMED if well_formed_or_fail(smiles)]
     assert not wrong, (
         "is_well_formed must reject these ill-formed strings: is the empty string accepted, "
         f"a ')' before its '(', or a ring or bracket left open? It said yes to {wrong}")
@@ -190,5 +207,7 @@ def test_max_open_ring_span():
     got = {smiles: ev.max_open_ring_span(smiles) for smiles, _ in RING_SPANS}
     wrong = {smiles: (got[smiles], span) for smiles, span in RING_SPANS if got[smiles] != span}
     assert not wrong, (
-        "max_open_ring_span must be the longest span of a closed ring, 0 for a string "
-        f"without one: is the default for no ring not 0? {{string: (got, expected)}}: {wrong}")
+        "max_open_ring_span must be the longest span, in tokens, of a closed ring, 0 for a "
+        "string without one: is the default for no ring not 0, or are characters counted "
+        "instead of tokens (Cl and [nH] are one token each)? {string: (got, expected)}: "
+        f"{wrong}")

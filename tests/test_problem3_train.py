@@ -46,7 +46,13 @@ LR_CASES = [  # (step, warmup, expected) at peak 1e-3
 
 
 def test_lr_at_step():
-    got = [float(tr.lr_at_step(step, 1e-3, warmup)) for step, warmup, _ in LR_CASES]
+    got = []
+    for step, warmup, _ in LR_CASES:
+        try:
+            got.append(float(tr.lr_at_step(step, 1e-3, warmup)))
+        except ZeroDivisionError:
+            pytest.fail(f"lr_at_step({step}, 1e-3, warmup={warmup}) raised ZeroDivisionError: "
+                        "with warmup 0 it must return the peak from step 1 (no warmup)")
     assert got == pytest.approx([expected for _, _, expected in LR_CASES], rel=1e-12), (
         "lr_at_step must rise linearly to the peak, peak * step / warmup with steps counted "
         "from 1, then stay at the peak (no warmup: the peak from step 1): is warmup counted "
@@ -68,9 +74,13 @@ def test_train_step_logs_gradient_norms_before_clipping():
                                ignore_index=-100)
     ref_loss.backward()
     grads = [p.grad for p in twin.parameters()]
+    summed = F.cross_entropy(twin(inputs).reshape(-1, 12), targets.reshape(-1),
+                             ignore_index=-100, reduction="sum").item()
     assert float(loss) == pytest.approx(ref_loss.item(), rel=1e-6), (
-        "train_step must return the mean cross-entropy over the positions with a target: are "
-        "the IGNORE_INDEX (padding) positions in the loss?")
+        "train_step must return the mean cross-entropy over the positions with a target "
+        f"({ref_loss.item():.4f} here), not {float(loss):.4f}: "
+        + ("it is the sum over the targets, not the mean" if float(loss) == pytest.approx(
+            summed, rel=1e-5) else "are the IGNORE_INDEX (padding) positions in the loss?"))
     head_grad = twin.head.weight.grad.pow(2).sum().sqrt().item()
     assert float(head_norm) == pytest.approx(head_grad, rel=1e-5), (
         "train_step must log the norm of head.weight's gradient before clipping: is it "
@@ -86,8 +96,9 @@ def test_train_step_logs_gradient_norms_before_clipping():
     update = [p0 - after[name] for name, p0 in twin.named_parameters()]
     update_norm = math.sqrt(sum(u.pow(2).sum().item() for u in update))
     assert update_norm == pytest.approx(1.0, rel=1e-4), (
-        "with SGD at lr 1 the update must be the gradient clipped to norm CLIP_NORM: are the "
-        "gradients not clipped, or the lr given never set in the optimizer's param_groups?")
+        "with SGD at lr 1 the update must be the gradient clipped to norm CLIP_NORM, not of "
+        f"norm {update_norm:.4g}: are the gradients not clipped, clipped after "
+        "optimizer.step(), or the lr given never set in the optimizer's param_groups?")
     assert optimizer.param_groups[0]["lr"] == 1.0, (
         "train_step must set the lr given in every param group of the optimizer")
 
