@@ -16,9 +16,11 @@ from problem1.dataset import BOS
 from problem1.evaluate import HEAD_NAMES, attention_module
 from problem1.model import score_predictions
 from tests.seam import submission
-from tests.tiny import addition_data, script_args
+from tests.tiny import addition_data, run_script, script_args
 from tests.tiny_problem1 import adder_and_twin, random_items, split
 
+TRAINING_USES = ("AdditionDataset (Part A), the layers (Parts B, C) and train_step, "
+                 "validate (Part D)")
 pytestmark = pytest.mark.p1e
 
 evaluate, train = submission("problem1.evaluate"), submission("problem1.train")
@@ -184,9 +186,10 @@ def test_evaluate_end_to_end(tmp_path):
     args = script_args(tmp_path, data)
     results = tmp_path / "results"
     command = ["--digit_order", "reversed", "--train_size", "4000", "--steps", "3"] + args
-    assert train.main(command) == 0  # a 3-step run to evaluate
-
-    assert evaluate.main(args) == 0  # the runs that exist are evaluated, the others skipped
+    run_script("problem1/train.py", train.main, command, TRAINING_USES)  # a run to evaluate
+    # the runs that exist are evaluated, the others skipped
+    run_script("problem1/evaluate.py", evaluate.main, args,
+               "code of every part, Part E's functions last")
     metrics = json.loads((results / "metrics.json").read_text())
     assert set(metrics) == {"reversed_n4000", "ablation", "pruning"}
     run = metrics["reversed_n4000"]

@@ -14,9 +14,11 @@ import torch.nn.functional as F
 from problem1.dataset import BOS, PLUS
 from problem1.model import score_predictions
 from tests.seam import submission
-from tests.tiny import addition_data, script_args
+from tests.tiny import addition_data, run_script, script_args
 from tests.tiny_problem1 import adder_and_twin, random_items, split
 
+TRAINING_USES = ("AdditionDataset (Part A), the layers (Parts B, C) and train_step, "
+                 "validate (Part D)")
 pytestmark = pytest.mark.p1d
 
 train = submission("problem1.train")
@@ -96,7 +98,7 @@ def test_train_end_to_end(tmp_path):
     args = script_args(tmp_path, data)
     results = tmp_path / "results"
     command = ["--digit_order", "reversed", "--train_size", "4000", "--steps", "3"] + args
-    assert train.main(command) == 0  # your dataset and model, trained for 3 steps
+    run_script("problem1/train.py", train.main, command, TRAINING_USES)  # trained for 3 steps
     log = json.loads((results / "training_log_reversed_n4000.json").read_text())
     assert log["run"] == "reversed_n4000"
     assert log["config"]["lr"] == 1e-3 and log["config"]["batch_size"] == 128

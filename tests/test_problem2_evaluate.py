@@ -10,7 +10,7 @@ import torch
 from problem2.dataset import IGNORE_INDEX
 from problem2.model import POSITIONS
 from tests.seam import submission
-from tests.tiny import offset_data, script_args
+from tests.tiny import offset_data, run_script, script_args
 
 pytestmark = pytest.mark.p2e
 
@@ -33,8 +33,11 @@ def problem2_runs(tmp_path_factory):
             data = offset_data(root)
             args = script_args(root, data)
             for position in POSITIONS:
-                assert train.main(["--position", position, "--steps", "3", *args]) == 0
-            assert evaluate.main(args) == 0
+                run_script("problem2/train.py", train.main,
+                           ["--position", position, "--steps", "3", *args],
+                           "OffsetDataset (Part A), positional code (Parts B, C) and Part D")
+            run_script("problem2/evaluate.py", evaluate.main, args,
+                       "positional code (Parts B, C) and the Part E functions")
             done["runs"] = data, root / "results"
         return done["runs"]
 

@@ -10,7 +10,7 @@ import torch
 
 from problem2.dataset import IGNORE_INDEX
 from tests.seam import submission
-from tests.tiny import offset_data, script_args
+from tests.tiny import offset_data, run_script, script_args
 from tests.tiny_problem2 import Lookup
 
 pytestmark = pytest.mark.p2d
@@ -35,8 +35,9 @@ def problem2_runs(tmp_path_factory):
             root = tmp_path_factory.mktemp("problem2")
             data = offset_data(root)
             for position in POSITIONS:
-                assert train.main(["--position", position, "--steps", "3",
-                                   *script_args(root, data)]) == 0
+                run_script("problem2/train.py", train.main,
+                           ["--position", position, "--steps", "3", *script_args(root, data)],
+                           "OffsetDataset (Part A) and the Part D functions")
             done["runs"] = data, root / "results"
         return done["runs"]
 
@@ -224,7 +225,8 @@ def test_training_loss_goes_down_and_is_deterministic(problem2_runs, tmp_path):
     data, results = problem2_runs()
     args = ["--position", "learned", "--steps", "3", "--data_dir", str(data),
             "--results_dir", str(tmp_path), "--device", "cpu", "--threads", "1"]
-    assert train.main(args) == 0
+    run_script("problem2/train.py", train.main, args, "OffsetDataset (Part A) and the Part D "
+               "functions")
     first = (tmp_path / "training_log_learned.json").read_text()
     assert first == (results / "training_log_learned.json").read_text()
     losses = [r["train_loss"] for r in json.loads(first)["log"]]

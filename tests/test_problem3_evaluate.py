@@ -11,7 +11,7 @@ import pytest
 from problem3.evaluate import canonical  # given code (RDKit's canonical SMILES): trusted
 from provided.visualize import main as visualize_main
 from tests.seam import submission
-from tests.tiny import smiles_data
+from tests.tiny import run_script, smiles_data
 
 pytestmark = pytest.mark.p3e
 
@@ -102,18 +102,23 @@ def test_evaluate_end_to_end(data_dir, tmp_path, capsys):
     run = "pre_lr0.001_w3_s6"
     common = ["--batch_size", "16", "--data_dir", str(data_dir), "--results_dir", str(results),
               "--device", "cpu", "--threads", "1"]
-    assert tr.main(["--norm", "pre", "--lr", "1e-3", "--warmup", "3", "--steps", "6",
-                    "--checkpoint_every", "3", *common]) == 0
+    uses = "code of Parts A-D"
+    run_script("problem3/train.py", tr.main, ["--norm", "pre", "--lr", "1e-3", "--warmup", "3",
+                                              "--steps", "6", "--checkpoint_every", "3",
+                                              *common], uses)
     for lr in ("1e-3", "3e-2"):  # two 'sweep' runs of 4 steps
-        assert tr.main(["--norm", "post", "--lr", lr, "--steps", "4", *common]) == 0
-    assert sample.main(["--run", run, "--num_samples", "50", "--results_dir", str(results),
-                        "--data_dir", str(data_dir), "--threads", "1"]) == 0
+        run_script("problem3/train.py", tr.main,
+                   ["--norm", "post", "--lr", lr, "--steps", "4", *common], uses)
+    run_script("problem3/sample.py", sample.main,
+               ["--run", run, "--num_samples", "50", "--results_dir", str(results),
+                "--data_dir", str(data_dir), "--threads", "1"], uses)
     samples = (results / f"samples_{run}.txt").read_text().split("\n")[:-1]
     capsys.readouterr()
 
-    assert ev.main(["--run", run, "--num_samples", "50", "--sweep_steps", "4",
-                    "--results_dir", str(results), "--data_dir", str(data_dir),
-                    "--threads", "1"]) == 0
+    run_script("problem3/evaluate.py", ev.main,
+               ["--run", run, "--num_samples", "50", "--sweep_steps", "4", "--results_dir",
+                str(results), "--data_dir", str(data_dir), "--threads", "1"],
+               "code of Parts A-D and the Part E functions")
     metrics = json.loads((results / "metrics.json").read_text())
     assert [e["run"] for e in metrics["sweep"]] == ["post_lr0.001_w0_s4", "post_lr0.03_w0_s4"]
     assert all(e["head_grad_norm_mean_100"] is None for e in metrics["sweep"])  # 4 steps only

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from problem3.evaluate import canonical  # given code (RDKit's canonical SMILES): trusted
 from provided.smiles import BOS, EOS, PAD, SmilesVocab, tokenize
 from tests.seam import submission
+from tests.tiny import run_script
 
 pytestmark = pytest.mark.p3d
 
@@ -120,12 +121,15 @@ def test_sample_script_writes_the_samples(tmp_path):
     shutil.copy(FIXTURES / "smiles_val.txt", data / "val.txt")
     results = tmp_path / "results"
     run = "pre_lr0.001_w3_s4"
-    assert tr.main(["--norm", "pre", "--lr", "1e-3", "--warmup", "3", "--batch_size", "16",
-                    "--steps", "4", "--data_dir", str(tmp_path / "data"),
-                    "--results_dir", str(results), "--device", "cpu", "--threads", "1"]) == 0
+    run_script("problem3/train.py", tr.main,
+               ["--norm", "pre", "--lr", "1e-3", "--warmup", "3", "--batch_size", "16",
+                "--steps", "4", "--data_dir", str(tmp_path / "data"),
+                "--results_dir", str(results), "--device", "cpu", "--threads", "1"],
+               "build_vocab, SmilesDataset (Part A), DecoderLM (Part B) and train_step (Part C)")
     args = ["--run", run, "--num_samples", "50", "--results_dir", str(results),
             "--data_dir", str(tmp_path / "data"), "--device", "cpu", "--threads", "1"]
-    assert sample.main(args) == 0
+    run_script("problem3/sample.py", sample.main, args,
+               "DecoderLM (Part B) and generate_batch (Part D)")
     first = (results / f"samples_{run}.txt").read_text()
     samples = first.split("\n")[:-1]
     assert len(samples) == 50

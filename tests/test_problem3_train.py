@@ -13,9 +13,11 @@ import torch.nn.functional as F
 from problem3.config import CLIP_NORM
 from problem3.dataset import IGNORE_INDEX
 from tests.seam import submission
-from tests.tiny import p3_train_args, read_log, smiles_data
+from tests.tiny import p3_train_args, read_log, run_script, smiles_data
 from tests.tiny_problem3 import TinyLM
 
+TRAINING_USES = ("build_vocab, SmilesDataset (Part A), DecoderLM (Part B) and train_step "
+                 "(Part C)")
 pytestmark = pytest.mark.p3c
 
 tr = submission("problem3.train")
@@ -107,7 +109,9 @@ def test_train_end_to_end(data_dir, tmp_path, monkeypatch):
     monkeypatch.setattr(tr, "LOG_EVERY", 2)
     monkeypatch.setattr(tr, "VAL_EVERY", 4)
     results = tmp_path / "results"
-    assert tr.main(p3_train_args(data_dir, results, "--steps", "6", "--checkpoint_every", "3")) == 0
+    run_script("problem3/train.py", tr.main,
+               p3_train_args(data_dir, results, "--steps", "6", "--checkpoint_every", "3"),
+               TRAINING_USES)
     log = read_log(results, "pre_lr0.001_w3_s6")
     assert log["run"] == "pre_lr0.001_w3_s6" and log["config"]["warmup"] == 3
     assert [r["step"] for r in log["log"]] == [2, 4, 6]
@@ -126,7 +130,8 @@ def test_diverged_run_logs_null_and_finishes(data_dir, tmp_path, monkeypatch):
     monkeypatch.setattr(tr, "VAL_EVERY", 2)
     # head.weight filled with NaN before each step, next to the code under test
     monkeypatch.setattr(tr, "train_step", stubs.FillsHeadWithNan(tr.train_step))
-    assert tr.main(p3_train_args(data_dir, tmp_path, "--steps", "4")) == 0
+    run_script("problem3/train.py", tr.main, p3_train_args(data_dir, tmp_path, "--steps", "4"),
+               TRAINING_USES)
     log = read_log(tmp_path, "pre_lr0.001_w3_s4")
     assert log["final_val_loss"] is None
     assert all(r["train_loss"] is None and r["head_grad_norm"] is None for r in log["log"])

@@ -122,3 +122,18 @@ def modes_during(model: torch.nn.Module, function, *args, **kwargs) -> tuple[set
             hook.remove()
     assert seen, "the model was never called"
     return seen, result
+
+
+def run_script(name: str, main, argv: list, uses: str) -> None:
+    """Run a script's main (a handle through the seam) on argv, here in a test; a failure
+    says what the run used, so that a mistake found by a part's own tests is fixed first."""
+    import pytest  # here only: this module also runs next to the code under test
+
+    note = (f"this end-to-end run uses your {uses}: if their own tests fail too, fix those "
+            "first (the traceback above shows where it broke)")
+    try:
+        code = main(argv)
+    except Exception as error:  # any exception of the run is its failure
+        pytest.fail(f"{name} {' '.join(map(str, argv[:4]))} ... raised {type(error).__name__}: "
+                    f"{str(error).splitlines()[0] if str(error) else ''}; {note}")
+    assert code == 0, f"{name} exited with status {code}; {note}"
