@@ -54,11 +54,12 @@ def test_generate_stops_at_eos_and_caps_the_length(vocab):
 def first_token_lm(vocab_size: int, stoi: dict, probabilities: dict):
     """A TableLM (next-token logits from the current token only): after BOS one of the
     tokens of probabilities, drawn with those probabilities (log-probabilities as logits),
-    then deterministically C -> EOS, N -> c -> EOS, O -> EOS: the samples 'C', 'Nc', 'O'."""
+    then deterministically C -> EOS, N -> c -> n -> EOS, O -> EOS: the samples 'C', 'Ncn',
+    'O' ('Ncn' still runs when 'C' has ended)."""
     table = torch.full((vocab_size, vocab_size), -1e9)
     for token, p in probabilities.items():
         table[BOS, stoi[token]] = math.log(p)
-    for a, b in (("C", EOS), ("N", stoi["c"]), ("c", EOS), ("O", EOS)):
+    for a, b in (("C", EOS), ("N", stoi["c"]), ("c", stoi["n"]), ("n", EOS), ("O", EOS)):
         table[stoi[a] if isinstance(a, str) else a, b] = 0.0
     table[EOS, EOS] = table[PAD, EOS] = 0.0
     return stubs.TableLM(table)
@@ -71,8 +72,8 @@ def test_generate_samples_from_softmax_of_logits_over_temperature(vocab, tempera
     model = first_token_lm(len(vocab), stoi, p)
     samples = generate(model, vocab, 1500, temperature=temperature, max_len=10,
                        generator=sandbox_torch.Generator().manual_seed(2))
-    assert len(samples) == 1500 and set(samples) <= {"C", "Nc", "O"}, (
-        "every sample must run to its own EOS ('C', 'Nc' or 'O' here): are the other samples "
+    assert len(samples) == 1500 and set(samples) <= {"C", "Ncn", "O"}, (
+        "every sample must run to its own EOS ('C', 'Ncn' or 'O' here): are the other samples "
         f"of a batch cut short when the first one ends? got {sorted(set(samples))[:6]}")
     tempered = {t: q ** (1 / temperature) for t, q in p.items()}
     expected = {t: q / sum(tempered.values()) for t, q in tempered.items()}
