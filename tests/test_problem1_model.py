@@ -62,7 +62,12 @@ def test_decoder_layer_is_causal_and_normalized():
     layer = DecoderLayer(16, 4, 32, dropout=0.1).eval()
     x, memory = inputs((2, 4, 16), (2, 7, 16))
     x = x * 3 + 1
-    out, self_w, cross_w = layer(x, memory)
+    try:
+        out, self_w, cross_w = layer(x, memory)
+    except RuntimeError as error:  # e.g. a shape mismatch inside an attention
+        pytest.fail(f"DecoderLayer(x [2, 4, 16], memory [2, 7, 16]) raised {error}: does the "
+                    "cross-attention take its queries from the decoder's x and its keys and "
+                    "values from memory, and the self-attention a [T, T] mask?")
     assert out.shape == (2, 4, 16) and self_w.shape == (2, 4, 4, 4), (
         "DecoderLayer must return out [B, T, d_model] and self-attention weights [B, h, T, T]")
     assert cross_w.shape == (2, 4, 4, 7), (

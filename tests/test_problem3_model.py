@@ -64,6 +64,12 @@ def block_by_formula(state: dict, norm: str, h: int, x: torch.Tensor,
 
     if mistake == "placement":  # the other placement's formula
         norm = "post" if norm == "pre" else "pre"
+    if mistake == "mixed" and norm == "post":  # attention pre-norm, feed-forward post-norm
+        x = x + attn(layer_norm(state, "ln1", x))
+        return layer_norm(state, "ln2", x + ffn(x))
+    if mistake == "mixed":  # attention post-norm, feed-forward pre-norm
+        x = layer_norm(state, "ln1", x + attn(x))
+        return x + ffn(layer_norm(state, "ln2", x))
     if norm == "pre":
         x = x + attn(layer_norm(state, "ln1", x))
         base = layer_norm(state, "ln2", x) if mistake == "normed residual" else x
@@ -79,6 +85,8 @@ BLOCK_MISTAKES = {
     "no out_proj": "the attention's output projection out_proj is skipped",
     "placement": "the LayerNorms are placed as in the other norm (pre for post, or post for "
                  "pre)",
+    "mixed": "the two sublayers have different placements (one normalizes its input, the "
+             "other the residual sum)",
     "normed residual": "the feed-forward residual adds LN2(x) instead of x",
     "ln1 twice": "ln1 normalizes both sums (ln2 unused)",
 }
