@@ -218,10 +218,11 @@ def mha_mistakes(state: dict, h: int, query, key, value, mask=None) -> dict:
             return x.reshape(B, T, h * d_k)
         return x.transpose(1, 2).reshape(B, T, h * d_k)
 
-    def mha(split_how="block", merge_how="transpose", values_from=value, output=True):
+    def mha(split_how="block", merge_how="transpose", values_from=value, output=True,
+            masked=True):
         q, k = split(project("W_q", query), split_how), split(project("W_k", key), split_how)
         v = split(project("W_v", values_from), split_how)
-        out, weights = attend(q, k, v, mask)
+        out, weights = attend(q, k, v, mask if masked else None)
         out = merge(out, merge_how)
         return (project("W_o", out) if output else out), weights
 
@@ -235,6 +236,8 @@ def mha_mistakes(state: dict, h: int, query, key, value, mask=None) -> dict:
              "head i gets the strided columns i, i + h, ... instead of the block "
              "i*d_k:(i+1)*d_k": mha(split_how="strided"),
              "the output projection W_o is skipped": mha(output=False)}
+    if mask is not None:
+        found["the mask is not passed on to scaled_dot_product_attention"] = mha(masked=False)
     if not torch.equal(key, value):
         found["the values are projected from the key input instead of the value input"] = (
             mha(values_from=key))

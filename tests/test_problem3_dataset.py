@@ -55,7 +55,11 @@ def test_dataset_item_layout(tmp_path, train_fixture):
     assert inputs.dtype == targets.dtype == torch.long and inputs.shape == targets.shape == (7,), (
         "an item must be two torch.long tensors of max_len - 1 positions")
     assert inputs.tolist() == [BOS, C, C, O, EOS, PAD, PAD], (
-        "inputs must be BOS, the string's tokens, EOS, then PAD, without the last position")
+        "inputs must be BOS, the string's tokens, EOS, then PAD, without the last position "
+        f"({[BOS, C, C, O, EOS, PAD, PAD]} here), not {inputs.tolist()}"
+        + (": IGNORE_INDEX was written into the inputs too: are inputs and targets views of "
+           "one tensor (clone them before setting IGNORE_INDEX)?" if IGNORE_INDEX in
+           inputs.tolist() else ""))
     assert targets.tolist() == [C, C, O, EOS, IGNORE_INDEX, IGNORE_INDEX, IGNORE_INDEX], (
         "targets must be the sequence shifted left by one (the next token), IGNORE_INDEX where "
         "the next token is PAD: are the targets not shifted, or PAD targets left in?")

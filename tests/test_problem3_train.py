@@ -55,10 +55,13 @@ def test_lr_at_step():
         except ZeroDivisionError:
             pytest.fail(f"lr_at_step({step}, 1e-3, warmup={warmup}) raised ZeroDivisionError: "
                         "with warmup 0 it must return the peak from step 1 (no warmup)")
+    why = ("is step // warmup an integer division (0 until the end of warmup)?"
+           if got[1] == 0 and got[3] == pytest.approx(1e-3) else
+           "is warmup counted from step 0, or never capped at the peak?")
     assert got == pytest.approx([expected for _, _, expected in LR_CASES], rel=1e-12), (
         "lr_at_step must rise linearly to the peak, peak * step / warmup with steps counted "
-        "from 1, then stay at the peak (no warmup: the peak from step 1): is warmup counted "
-        f"from step 0, or never capped at the peak? (step, warmup) {[c[:2] for c in LR_CASES]}")
+        "from 1, then stay at the peak (no warmup: the peak from step 1): "
+        f"{why} (step, warmup) {[c[:2] for c in LR_CASES]} gave {got}")
 
 
 def test_train_step_logs_gradient_norms_before_clipping():
