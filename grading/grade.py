@@ -28,7 +28,7 @@ import json
 import math
 import os
 import select
-import shutil
+import stat
 import sys
 import tempfile
 import threading
@@ -182,33 +182,67 @@ def _collect_ids(tree: Path) -> dict:
     return json.loads(text)
 
 # -------------------------------------------------------------------- the submission
-def copy_submission(source: Path, out: Path) -> None:
-    """The submission's regular files (no links, nothing over the size limits) under out:
-    everything the grader reads of a submission comes from this copy."""
-    total, count = 0, 0
+def read_regular(path: Path, limit: int) -> bytes | None:
+    """path's bytes if it is a regular file of at most limit bytes, else None: opened without
+    following a link (O_NOFOLLOW) and without waiting on a FIFO (O_NONBLOCK), checked on the
+    open file itself (fstat), and read no further than limit."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        status = os.fstat(fd)
+        if not stat.S_ISREG(status.st_mode) or status.st_size > limit:
+            return None
+        chunks, size = [], 0
+        while size <= limit:
+            chunk = os.read(fd, min(2**20, limit + 1 - size))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        return None if size > limit else b"".join(chunks)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def copy_submission(source: Path, out: Path) -> list[str]:
+    """The submission's regular files (no links, FIFOs or devices, nothing over the size
+    limits) under out: everything the grader reads of a submission comes from this copy.
+    Returns a note per file of a problem folder left out (a path too long to copy, or one
+    over the limits), for the student to see: the grader reads nothing else."""
+    total, count, notes = 0, 0, []
     for folder, dirs, names in os.walk(source, followlinks=False):
         dirs[:] = [d for d in dirs if not d.startswith(".") and d != "__pycache__"]
         for name in names:
             path = Path(folder) / name
-            if path.is_symlink() or not path.is_file():
-                continue
+            relative = path.relative_to(source)
+            noted = any(part.startswith("problem") for part in relative.parts[:2])
             if path.suffix == ".pth" and not (name.startswith("model_")
                                               and path.parent.name == "results"):
                 continue  # weights: only the runs' own (step checkpoints, resume files stay)
+            if count >= SUBMISSION_FILES:
+                notes += [f"{relative}: left out, over {SUBMISSION_FILES} files"] * noted
+                continue
+            data = read_regular(path, min(SUBMISSION_FILE_BYTES, SUBMISSION_LIMIT_BYTES - total))
+            if data is None:
+                if noted and path.is_file() and not path.is_symlink():
+                    notes.append(f"{relative}: left out, over the size limits "
+                                 f"({SUBMISSION_FILE_BYTES / 2**20:g} MiB a file, "
+                                 f"{SUBMISSION_LIMIT_BYTES / 2**20:g} MiB in all)")
+                continue  # a link, FIFO, device or unreadable file: never read
+            target = out / relative
             try:
-                size = path.stat().st_size
-            except OSError:
-                continue
-            if (size > SUBMISSION_FILE_BYTES or total + size > SUBMISSION_LIMIT_BYTES
-                    or count >= SUBMISSION_FILES):
-                continue
-            target = out / path.relative_to(source)
-            try:  # a path too long here, a file that vanished or cannot be read: left out
                 target.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(path, target)
-            except OSError:
+                target.write_bytes(data)
+            except OSError as err:  # a path too long for the grader's copy, say
+                notes += [f"{relative}: left out, it could not be copied "
+                          f"({err.strerror or type(err).__name__})"] * noted
                 continue
-            total, count = total + size, count + 1
+            total, count = total + len(data), count + 1
+    return notes
 
 
 def find_root(submission: Path) -> Path | None:
@@ -334,9 +368,9 @@ def results_files(folder: Path, problem: str, out: Path) -> Path:
         names[f"samples_{config.MAIN_RUN}.txt"] = recompute.SAMPLES_BYTES
     out.mkdir(mode=0o700)
     for name, limit in names.items():
-        path = folder / name
-        if path.is_file() and not path.is_symlink() and path.stat().st_size <= limit:
-            shutil.copyfile(path, out / name)
+        data = read_regular(folder / name, limit)
+        if data is not None:
+            (out / name).write_bytes(data)
     return out
 
 
@@ -537,7 +571,7 @@ def grade(submission: Path, grader: Grader, parts: list[str], out: Path | None,
         scratch.chmod(0o711)
         copy = scratch / "submission"
         copy.mkdir(mode=0o700)
-        copy_submission(submission, copy)
+        left_out = copy_submission(submission, copy)
         root = find_root(copy)
         code, reasons = submission_code(kit, root)
         template = scratch / "sandbox"
@@ -554,6 +588,9 @@ def grade(submission: Path, grader: Grader, parts: list[str], out: Path | None,
         note = "" if root is not None else (
             "Your submission holds no problem1/, problem2/ or problem3/ folder: nothing could "
             "be graded. Submit the repository's folder (or its contents).")
+        if left_out:
+            note = "\n".join(filter(None, [note, "Files of your submission not graded:",
+                                            *left_out[:20]]))
 
         def entries(unreached: dict) -> list[dict]:
             return [e for part in parts for which in ("visible", "hidden")
@@ -600,8 +637,14 @@ def grade(submission: Path, grader: Grader, parts: list[str], out: Path | None,
 
 
 def keep_graded_code(folder: Path, code: dict) -> None:
-    """The submission's code exactly as graded, in folder (replaced)."""
-    remove_tree(folder)
+    """The submission's code exactly as graded, in folder (replaced; a results.json there,
+    which grade keeps writing, stays)."""
+    if folder.is_dir() and not folder.is_symlink():
+        for entry in folder.iterdir():
+            if entry.name != "results.json":
+                remove_tree(entry)
+    else:
+        remove_tree(folder)
     for name, data in code.items():
         path = folder / name
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -857,16 +900,19 @@ def main(argv=None) -> int:
 def grade_folder(folder: Path, csv_path: Path, grader: Grader, parts: list[str],
                  deadline: float) -> int:
     """One CSV row per submission folder inside folder: total and per-part scores (hidden
-    tests included: the CSV is the instructor's), and a note. The CSV is rewritten after
-    every submission; one the grader failed on is a row with the reason, the others go on."""
+    tests included: the CSV is the instructor's), and a note; each submission's code as
+    graded and its results.json in GRADED_FOLDER/<name>/ beside the CSV (what
+    grading.class_report reads). The CSV is rewritten after every submission; one the
+    grader failed on is a row with the reason, the others go on."""
     submissions = sorted(p for p in folder.iterdir() if p.is_dir())
     columns = ["submission", "score", "max_score", *parts, "results", "note"]
     rows = []
     for path in submissions:
         budget = Budget(time.monotonic() + deadline, grader.test_seconds)
+        keep = csv_path.parent / GRADED_FOLDER / path.name
         try:
-            results = grade(path, grader, parts, None, budget,
-                            keep=csv_path.parent / GRADED_FOLDER / path.name)
+            keep.mkdir(parents=True, exist_ok=True)
+            results = grade(path, grader, parts, keep / "results.json", budget, keep=keep)
         except Exception as err:  # a grader failure on one submission: the others go on
             rows.append({"submission": path.name, "score": 0.0,
                          "note": f"not graded: the grader failed ({type(err).__name__}: "

@@ -10,10 +10,13 @@ request, a sandbox
 
   - starts a session of its own, with limits on file size, core dumps, open files, address
     space and (sealed) processes;
-  - when the grader runs as root (sealed): enters new network and IPC namespaces where the
-    kernel allows it (no network at all, no System V IPC shared with anything), then drops
-    to an unprivileged user of its own (`hw-sandbox`, made here or by setup.sh), so that
-    the grading files, the results and other submissions are out of its reach;
+  - when the grader runs as root (sealed): enters new network, IPC, mount and pid
+    namespaces where the kernel allows it (no network at all, no System V IPC shared with
+    anything, a private tmpfs over each world-writable folder but the one holding its tree,
+    the grading repository's folders covered by empty ones, and every process it starts
+    killed with it), then drops to an unprivileged user of its own (`hw-sandbox`, made
+    here or by setup.sh), so that the grading files, the results and other submissions
+    are out of its reach;
   - keeps one file descriptor, its channel to the judge, and sends /dev/null its output;
   - imports only its tree: the handout's code with the submission's functions spliced in,
     and the public test helpers. No test file enters it.
@@ -21,11 +24,12 @@ request, a sandbox
 It then answers the judge's requests (tests/seam.py: import, get an attribute, call, ...)
 until the judge closes the channel. Between requests it is stopped (SIGSTOP), so that it
 cannot touch the files the judge reads; after the test, everything of its user is killed
-and what it left in the shared scratch folders removed.
+and what it left in any world-writable folder removed.
 """
 
 import ctypes
 import fcntl
+import functools
 import json
 import os
 import pwd
@@ -54,8 +58,14 @@ PRELOADED = ("torch", "torch._dynamo", "torch.optim", "torch.utils.data", "numpy
 # ... and what the judges, also forked from the zygote, use besides
 JUDGE_PRELOADED = ("pytest", "_pytest.timing", "pytest_timeout", "hypothesis",
                    "matplotlib.pyplot")
-CLONE_NEWIPC, CLONE_NEWNET = 0x08000000, 0x40000000
+CLONE_NEWNS, CLONE_NEWIPC, CLONE_NEWPID, CLONE_NEWNET = (0x00020000, 0x08000000,
+                                                       0x20000000, 0x40000000)
+NAMESPACES = CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWPID | CLONE_NEWNET
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
+MS_BIND, MS_REC, MS_PRIVATE = 0x1000, 0x4000, 0x40000
 SCRATCH_FOLDERS = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock", "/var/lock")
+NOT_SCANNED = ("/proc", "/sys", "/dev")  # no folder a sandbox could leave a file in ...
+DEVICE_SCRATCH = ("/dev/shm", "/dev/mqueue")  # ... but these
 SPAWNED = "sandboxes.txt"  # in a judge's work folder: the pid of every sandbox it started
 
 
@@ -163,12 +173,71 @@ def _unshare(flags: int) -> bool:
     return libc.unshare(flags) == 0
 
 
+def _mount(source: str, target: str, kind: str | None, flags: int, data: str = "") -> bool:
+    libc = ctypes.CDLL(None, use_errno=True)
+    return libc.mount(source.encode(), target.encode(), kind.encode() if kind else None,
+                      flags, data.encode() or None) == 0
+
+
+@functools.cache
+def world_writable_folders() -> tuple[str, ...]:
+    """Every folder of this machine that any user may write in (/tmp, /var/tmp, /dev/shm,
+    /run/lock and any other, nested ones included), found once per grader: where a
+    sandbox could leave a file behind. /proc, /sys and /dev other than /dev/shm and
+    /dev/mqueue are not scanned; links are not followed."""
+    found, stack = set(), ["/"]
+    while stack:
+        folder = stack.pop()
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:
+            continue
+        for entry in entries:
+            path = entry.path
+            if path in NOT_SCANNED:
+                stack += [d for d in DEVICE_SCRATCH if os.path.isdir(d)] * (path == "/dev")
+                continue
+            try:
+                if not entry.is_dir(follow_symlinks=False):
+                    continue
+                if entry.stat(follow_symlinks=False).st_mode & stat.S_IWOTH:
+                    found.add(path)
+            except OSError:
+                continue
+            stack.append(path)
+    return tuple(sorted(found | {f for f in SCRATCH_FOLDERS if os.path.isdir(f)
+                                 and not os.path.islink(f)}))
+
+
+def private_scratch(tree: str, shared: list[str]) -> None:
+    """In the sandbox's own mount namespace: a fresh, empty tmpfs over every world-writable
+    folder that holds neither the sandbox's tree nor a folder the judge shares with it (what
+    the sandbox writes there vanishes with it); over every top-level folder of the grading
+    repository that neither the tree nor Python needs, an empty read-only tmpfs, and over
+    every top-level file, /dev/null."""
+    _mount("none", "/", None, MS_REC | MS_PRIVATE)
+    needed = [tree, *shared, sys.prefix, sys.base_prefix]
+    inside = lambda folder: any(Path(n).is_relative_to(folder) for n in needed)  # noqa: E731
+    for folder in world_writable_folders():
+        if not inside(folder):
+            _mount("tmpfs", folder, "tmpfs", MS_NOSUID | MS_NODEV, "size=64m,mode=1777")
+    for entry in REPO_ROOT.iterdir():
+        if entry.is_symlink() or inside(str(entry)):
+            continue
+        if entry.is_dir():
+            _mount("tmpfs", str(entry), "tmpfs", MS_NOSUID | MS_NODEV | MS_RDONLY,
+                   "size=4k,mode=000")
+        elif entry.is_file():
+            _mount("/dev/null", str(entry), None, MS_BIND)
+
+
 # seccomp: a filter that refuses the sockets that reach a network (and io_uring, which could
 # open one behind the filter's back), installed in every sandbox, sealed or not
 SECCOMP_ARCH = {"x86_64": (0xC000003E, 41), "aarch64": (0xC00000B7, 198)}  # arch, socket()
 NETWORK_FAMILIES = (2, 10, 16, 17)  # AF_INET, AF_INET6, AF_NETLINK, AF_PACKET
 IO_URING_SETUP = 425
 PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 38, 22, 2
+PR_SET_CHILD_SUBREAPER = 36
 RET_ALLOW, RET_EPERM = 0x7FFF0000, 0x00050001
 
 
@@ -237,11 +306,13 @@ def isolation_available() -> tuple[bool, str]:
     """(whether sandboxes enter new namespaces, the isolation in words): each way tried in
     a throwaway child."""
     namespaces = os.geteuid() == 0 and _works_in_a_child(
-        lambda: _unshare(CLONE_NEWNET | CLONE_NEWIPC))
+        lambda: _unshare(NAMESPACES) and _mount("none", "/", None, MS_REC | MS_PRIVATE))
     seccomp = _works_in_a_child(_refused)
     words = []
     if namespaces:
-        words.append("network and IPC namespaces (no network, private System V IPC)")
+        words.append("network, IPC, mount and pid namespaces (no network, private System V "
+                     "IPC, a private tmpfs over every world-writable folder, the grading "
+                     "repository covered, every process killed with the sandbox)")
     if seccomp:
         words.append("a seccomp filter refusing internet, netlink and packet sockets")
     if not words:
@@ -249,6 +320,21 @@ def isolation_available() -> tuple[bool, str]:
     if os.geteuid() != 0:
         words.append("not running as root: sandboxes run as the grader's own user, unsealed")
     return namespaces, "; ".join(words)
+
+
+def _become_init() -> None:
+    """After unsharing the pid namespace: fork its first process (pid 1), which goes on as
+    the sandbox with a /proc of its own namespace, while this one, outside, only waits for
+    it. When pid 1 ends, or is killed, the kernel kills every process of the namespace at
+    once, whatever they do."""
+    pid = os.fork()
+    if pid:
+        os.closerange(0, 65536)  # the channel among them: the judge sees the sandbox end
+        try:
+            os.waitpid(pid, 0)
+        finally:
+            os._exit(0)
+    _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
 
 
 def _sandbox(request: dict, channel: socket.socket, server) -> None:
@@ -270,8 +356,9 @@ def _sandbox(request: dict, channel: socket.socket, server) -> None:
             pass
         uid, gid = request.get("uid"), request.get("gid")
         if uid is not None:
-            if request.get("namespaces"):
-                _unshare(CLONE_NEWNET | CLONE_NEWIPC)
+            if request.get("namespaces") and _unshare(NAMESPACES):
+                private_scratch(request["tree"], request.get("shared", []))
+                _become_init()
             _limit(resource.RLIMIT_NPROC, MAX_PROCESSES)  # per user: a fork bomb stops
             os.setgroups([])
             os.setgid(gid)
@@ -330,11 +417,15 @@ def zygote_main(path: str) -> None:
     server = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(server)
     namespaces, isolation = isolation_available()
+    world_writable_folders()  # once, inherited by every sandbox and judge
     import gc
 
     gc.collect()
     gc.freeze()  # the collector leaves the libraries' objects alone: fewer copied pages
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped by the kernel
+    # ... and so are orphans: a sandbox whose waiter outside its pid namespace was killed
+    # first, or a process a sandbox left, is reparented here, not to the machine's init
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(path)
     listener.listen(64)
@@ -434,8 +525,8 @@ class SandboxTransport:
         if sandbox.sealed:
             give(self.tree, sandbox)
         self.channel, theirs = socket.socketpair()
-        request = {"tree": str(self.tree), "env": sandbox_env(self.tree),
-                   "uid": sandbox.uid, "gid": sandbox.gid}
+        request = {"tree": str(self.tree), "shared": [str(shared)],
+                   "env": sandbox_env(self.tree), "uid": sandbox.uid, "gid": sandbox.gid}
         try:
             self.pid = zygote.spawn(theirs, request)
         finally:
@@ -536,9 +627,9 @@ def scrub(folder: Path) -> None:
 
 
 def remove_user_files(uid: int) -> None:
-    """Delete what the sandbox user left in the machine's shared scratch folders, and its
-    System V IPC objects, so that nothing of one test reaches a later one."""
-    for folder in SCRATCH_FOLDERS:
+    """Delete what the sandbox user left in any world-writable folder of the machine, and
+    its System V IPC objects, so that nothing of one test reaches a later one."""
+    for folder in world_writable_folders():
         try:
             entries = list(Path(folder).iterdir())
         except OSError:

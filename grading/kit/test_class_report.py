@@ -3,10 +3,10 @@
 Five submissions are the reference with planted mistakes of grading/mutants.py (one with
 two, in two parts; one without its problem2/dataset.py; one without any), graded on p1b and
 p2a by grading.grade's own grade_folder, and a sixth that the grader fails on (a "not
-graded" row). grade_folder keeps no results.json of its own, so here each submission's
-grade() also writes its results.json into graded_code/<submission>/, where the report looks
-for it. The report then builds its catalogue of p1b's and p2a's mistakes (each planted
-alone and graded) and must name each planted mistake with its count. About 40 s on 2 cores.
+graded" row). grade_folder keeps each submission's results.json in
+graded_code/<submission>/, where the report looks for it. The report then builds its
+catalogue of p1b's and p2a's mistakes (each planted alone and graded) and must name each
+planted mistake with its count. About 40 s on 2 cores.
 """
 
 import json
@@ -62,15 +62,15 @@ def graded_class(tmp_path_factory):
     csv_path.parent.mkdir()
     real = grade.grade
 
-    def grade_keeping_results(path, grader, parts, out, budget, keep=None):
+    def grade_or_fail(path, grader, parts, out, budget, keep=None):
         if path.name == "f_grader_fails":
             raise RuntimeError("a planted grader failure")
-        return real(path, grader, parts, keep / "results.json", budget, keep=keep)
+        return real(path, grader, parts, out, budget, keep=keep)
 
     grader = grade.setup(PARTS)
     try:
         with pytest.MonkeyPatch.context() as patch:
-            patch.setattr(grade, "grade", grade_keeping_results)
+            patch.setattr(grade, "grade", grade_or_fail)
             grade.grade_folder(submissions, csv_path, grader, PARTS, 300)
     finally:
         grader.close()

@@ -452,3 +452,75 @@ def test_the_splice_splits_lines_as_python_does(handout, tmp_path):
     assert reasons == {}, reasons
     compile(code["problem1/attention.py"], "attention.py", "exec")
     assert b"import math" in code["problem1/attention.py"]
+
+
+def test_copy_submission_takes_regular_files_only_and_says_what_it_left_out(tmp_path,
+                                                                            monkeypatch):
+    """Links, FIFOs and devices are never read (a FIFO would block the grader); a problem
+    file over the size limit, or with a path too long for the grader's copy, is left out
+    with a note naming it."""
+    import os
+
+    monkeypatch.setattr(grade, "SUBMISSION_FILE_BYTES", 1000)
+    source = tmp_path / "s"
+    (source / "problem1" / "results").mkdir(parents=True)
+    (source / "problem1" / "attention.py").write_text("x = 1\n")
+    secret = tmp_path / "secret.txt"
+    secret.write_text("the reference")
+    (source / "problem1" / "link.py").symlink_to(secret)
+    os.mkfifo(source / "problem1" / "results" / "metrics.json")
+    (source / "problem1" / "results" / "huge.json").write_text("0" * 2000)
+    (source / "notes.bin").write_text("0" * 2000)  # outside the problem folders: no note
+    deep = source / "problem2"
+    for _ in range(15):  # 15 x 250 characters fit here (PATH_MAX 4096) but not one level down
+        deep = deep / ("d" * 249)
+    os.makedirs(deep)
+    (deep / "model.py").write_text("y = 2\n")
+    out = tmp_path / ("o" * 250) / ("o" * 250) / "copy"
+    out.mkdir(parents=True)
+    notes = grade.copy_submission(source, out)
+    assert (out / "problem1" / "attention.py").read_text() == "x = 1\n"
+    assert not (out / "problem1" / "link.py").exists()
+    assert not (out / "problem1" / "results" / "metrics.json").exists()
+    joined = "\n".join(notes)
+    assert "problem1/results/huge.json: left out, over the size limits" in joined, notes
+    assert "model.py: left out, it could not be copied" in joined, notes
+    assert "notes.bin" not in joined and len(notes) == 2, notes
+
+
+def test_read_regular_refuses_links_fifos_devices_and_files_over_the_limit(tmp_path):
+    import os
+
+    plain = tmp_path / "plain"
+    plain.write_bytes(b"12345")
+    (tmp_path / "link").symlink_to(plain)
+    os.mkfifo(tmp_path / "fifo")
+    assert grade.read_regular(plain, 5) == b"12345"
+    assert grade.read_regular(plain, 4) is None
+    for name in ("link", "fifo", "missing"):
+        assert grade.read_regular(tmp_path / name, 100) is None, name
+    assert grade.read_regular(Path("/dev/zero"), 100) is None
+
+
+def test_a_submission_the_grader_fails_on_is_a_csv_row_and_the_others_go_on(tmp_path,
+                                                                           monkeypatch):
+    """--csv: the grader failing on the middle submission of three writes that row with the
+    reason, grades the other two, and leaves a complete CSV."""
+    folder = tmp_path / "class"
+    for name in ("a", "b", "c"):
+        (folder / name).mkdir(parents=True)
+
+    def fake_grade(path, grader, parts, out, budget, keep=None):
+        if path.name == "b":
+            raise OverflowError("int too large to convert to float")
+        return {"score": 4.0, "tests": [{"tags": ["p1a"], "score": 4.0, "max_score": 4.0}]}
+    monkeypatch.setattr(grade, "grade", fake_grade)
+    csv_path = tmp_path / "scores.csv"
+    grader = grade.Grader(kit=None, sandboxes=[], zygote=None, test_seconds=1.0)
+    grade.grade_folder(folder, csv_path, grader, ["p1a"], deadline=60)
+    rows = list(csv.DictReader(open(csv_path)))
+    assert [r["submission"] for r in rows] == ["a", "b", "c"]
+    assert float(rows[0]["score"]) == 4.0 and float(rows[2]["p1a"]) == 4.0
+    assert float(rows[1]["score"]) == 0.0
+    assert rows[1]["note"].startswith("not graded: the grader failed (OverflowError"), rows[1]
+    assert not list(tmp_path.glob("*.tmp"))

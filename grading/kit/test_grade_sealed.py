@@ -18,6 +18,7 @@ drops to the sandbox user); CI runs as root.
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -50,6 +51,12 @@ def with_repo(code: str) -> str:
     """code (indented as in ATTACKS) after FIND_REPO, both at the same level."""
     return FIND_REPO + textwrap.dedent(code)
 
+
+# world-writable folders an attack leaves a file in; the last, nested one is made by the
+# fixture, as another program on the machine might
+NESTED_WORLD_WRITABLE = "/tmp/hw_world_writable"
+LEFT_BEHIND_FOLDERS = ("/run/lock", "/var/lock", "/tmp", "/var/tmp", "/dev/shm",
+                       NESTED_WORLD_WRITABLE)
 
 ATTACKS = {
     # the judge's memory and its channel
@@ -150,11 +157,11 @@ ATTACKS = {
                 pass
         raise NotImplementedError
         """),
-    "leaves_ipc_and_lock_files": ("init", """
+    "leaves_ipc_and_lock_files": ("init", f"""
         import ctypes, os
         libc = ctypes.CDLL(None)
         libc.shmget(0x5EED, 4096, 0o1666)  # IPC_CREAT | 0666
-        for folder in ("/run/lock", "/var/lock", "/tmp"):
+        for folder in {LEFT_BEHIND_FOLDERS!r}:
             try:
                 open(os.path.join(folder, "hw_left_behind"), "w").write("x")
             except OSError:
@@ -423,6 +430,9 @@ def graded(tmp_path_factory):
         folders.append(base / name)
     folders += [handout, REPO_ROOT]
     before = _digest(REPO_ROOT)
+    shutil.rmtree(NESTED_WORLD_WRITABLE, ignore_errors=True)
+    os.mkdir(NESTED_WORLD_WRITABLE)
+    os.chmod(NESTED_WORLD_WRITABLE, 0o1777)
     outputs = base / "outputs"
     outputs.mkdir()
     done = subprocess.run([sys.executable, "-c", DRIVER, str(LISTENER_PORT), str(outputs),
@@ -432,7 +442,8 @@ def graded(tmp_path_factory):
     results = json.loads(done.stdout.splitlines()[-1])
     results["_changed"] = [p for p, h in _digest(REPO_ROOT).items() if before.get(p) != h]
     results["_attacked"] = (REPO_ROOT / "ATTACKED").exists()
-    return results
+    yield results
+    shutil.rmtree(NESTED_WORLD_WRITABLE, ignore_errors=True)
 
 
 def _score(results: dict) -> float:
@@ -480,7 +491,7 @@ def test_no_network(graded):
 
 def test_nothing_outlives_a_test(graded):
     assert not Path("/tmp/hw_splice_ran").exists(), "a computed constant ran at import"
-    for folder in ("/run/lock", "/var/lock", "/tmp"):
+    for folder in LEFT_BEHIND_FOLDERS:
         assert not Path(folder, "hw_left_behind").exists(), f"a file left in {folder}"
     shm = Path("/proc/sysvipc/shm").read_text().splitlines()
     assert not any(line.split()[0] == str(0x5EED) for line in shm[1:]), "shared memory left"
