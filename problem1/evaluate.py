@@ -83,7 +83,8 @@ def greedy_pruning(score, heads=HEAD_NAMES) -> list[dict]:
 
 
 def mean_attention_maps(model, dataset, device=None) -> dict:
-    """Mean attention weights over the split, the decoder fed its own greedy predictions.
+    """Mean attention weights over the split, the decoder fed its own greedy predictions,
+    with the model in eval mode (dropout off) whatever mode it was handed in.
 
     Returns {'encoder': [layers, h, 7, 7] self-attention, 'decoder_self': [layers, h, 4, 4],
     'decoder_cross': [layers, h, 4, 7]}, float tensors on the CPU: row j of a decoder map is

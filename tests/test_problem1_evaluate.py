@@ -249,3 +249,20 @@ def test_mean_attention_maps_follow_greedy_decoding():
             f"mean_attention_maps' {name} map must be the mean over the examples of the "
             "attention while the decoder reads its own greedy predictions (BOS + "
             f"model.generate's first three digits): {hint}\n{m}"))
+
+
+def test_mean_attention_maps_run_the_model_in_eval_mode():
+    """Handed a model in training mode, mean_attention_maps still gives the maps with
+    dropout off (the docstring: eval mode), as greedy decoding does."""
+    src, tgt_in, tgt_out = random_items(8, seed=4)
+    model, twin = adder_and_twin(4, d_model=32, d_ff=64, dropout=0.5)
+    model.train()
+    twin.eval()
+    maps = mean_attention_maps(model, split(src, tgt_in, tgt_out))
+    with torch.no_grad():
+        predicted = twin.generate(src)
+        seen = torch.cat([torch.full_like(predicted[:, :1], BOS), predicted[:, :-1]], dim=1)
+        expected = torch.stack([w.mean(0) for w in twin(src, seen)[1]["decoder_cross"]])
+    torch.testing.assert_close(maps["decoder_cross"], expected, msg=lambda m: (
+        "mean_attention_maps must put the model in eval mode (model.eval()) before it "
+        f"decodes: with the model left in training mode, dropout changes the maps\n{m}"))
