@@ -422,29 +422,36 @@ def submission_with(mutant: Mutant, out: Path) -> Path:
     return out
 
 
-def run(mutants: list[Mutant]) -> dict:
-    """{mutant name: {"public": [failing public tests], "hidden": [failing hidden tests]}}."""
+def graded_failures(mutants: list[Mutant]):
+    """(mutant, the failing test entries of its part) for each mutant in turn, planted alone
+    in the reference and graded by one grader."""
     from grading import grade
 
-    parts = sorted({m.part for m in mutants})
-    grader = grade.setup(parts)
+    grader = grade.setup(sorted({m.part for m in mutants}))
+    try:
+        with tempfile.TemporaryDirectory(prefix="mutants_") as scratch:
+            for mutant in mutants:
+                folder = submission_with(mutant, Path(scratch) / mutant.name)
+                budget = grade.Budget(time.monotonic() + 600, grader.test_seconds)
+                results = grade.grade(folder, grader, [mutant.part], None, budget)
+                shutil.rmtree(folder)
+                yield mutant, [t for t in results["tests"] if t["tags"] == [mutant.part]
+                               and t["score"] < t["max_score"]]
+    finally:
+        grader.close()
+
+
+def run(mutants: list[Mutant]) -> dict:
+    """{mutant name: {"public": [failing public tests], "hidden": [failing hidden tests]}}."""
     found = {}
-    with tempfile.TemporaryDirectory(prefix="mutants_") as scratch:
-        for mutant in mutants:
-            folder = submission_with(mutant, Path(scratch) / mutant.name)
-            budget = grade.Budget(time.monotonic() + 600, grader.test_seconds)
-            results = grade.grade(folder, grader, [mutant.part], None, budget)
-            failed = [t for t in results["tests"] if t["tags"] == [mutant.part]
-                      and t["score"] < t["max_score"]]
-            found[mutant.name] = {
-                "public": [t["name"] for t in failed if t["visibility"] == "visible"],
-                "hidden": [t["name"] for t in failed if t["visibility"] != "visible"],
-                "first_output": next((t["output"].split("\n\n")[0][:300] for t in failed), "")}
-            shutil.rmtree(folder)
-            mark = "public" if found[mutant.name]["public"] else (
-                "hidden" if found[mutant.name]["hidden"] else "ALIVE")
-            print(f"{mark:<7} {mutant.name}", flush=True)
-    grader.close()
+    for mutant, failed in graded_failures(mutants):
+        found[mutant.name] = {
+            "public": [t["name"] for t in failed if t["visibility"] == "visible"],
+            "hidden": [t["name"] for t in failed if t["visibility"] != "visible"],
+            "first_output": next((t["output"].split("\n\n")[0][:300] for t in failed), "")}
+        mark = "public" if found[mutant.name]["public"] else (
+            "hidden" if found[mutant.name]["hidden"] else "ALIVE")
+        print(f"{mark:<7} {mutant.name}", flush=True)
     return found
 
 

@@ -15,12 +15,9 @@ of the test's message) so that one can read whether it names the function at fau
 """
 
 import json
-import shutil
-import tempfile
-import time
 from pathlib import Path
 
-from grading.mutants import MUTANTS, Mutant, submission_with
+from grading.mutants import MUTANTS, Mutant, graded_failures
 from provided.common import REPO_ROOT, ArgumentParser, fail, script
 from provided.results import atomic_write_text
 
@@ -381,28 +378,15 @@ def first_line(output: str) -> str:
 
 def run(mistakes: list[Mutant]) -> dict:
     """{name: {"public": [(test, first line)], "hidden": [test names]}} for each mistake."""
-    from grading import grade
-
-    grader = grade.setup(sorted({m.part for m in mistakes}))
     found = {}
-    try:
-        with tempfile.TemporaryDirectory(prefix="fresh_") as scratch:
-            for mistake in mistakes:
-                folder = submission_with(mistake, Path(scratch) / mistake.name)
-                budget = grade.Budget(time.monotonic() + 600, grader.test_seconds)
-                results = grade.grade(folder, grader, [mistake.part], None, budget)
-                failed = [t for t in results["tests"] if t["tags"] == [mistake.part]
-                          and t["score"] < t["max_score"]]
-                found[mistake.name] = {
-                    "part": mistake.part, "mistake": mistake.mistake,
-                    "public": [(t["name"].split(": ", 1)[-1], first_line(t["output"]))
-                               for t in failed if t["visibility"] == "visible"],
-                    "hidden": [t["name"].split(": ", 1)[-1] for t in failed
-                               if t["visibility"] != "visible"]}
-                shutil.rmtree(folder)
-                report(mistake.name, found[mistake.name])
-    finally:
-        grader.close()
+    for mistake, failed in graded_failures(mistakes):
+        found[mistake.name] = {
+            "part": mistake.part, "mistake": mistake.mistake,
+            "public": [(t["name"].split(": ", 1)[-1], first_line(t["output"]))
+                       for t in failed if t["visibility"] == "visible"],
+            "hidden": [t["name"].split(": ", 1)[-1] for t in failed
+                       if t["visibility"] != "visible"]}
+        report(mistake.name, found[mistake.name])
     return found
 
 
