@@ -3,24 +3,13 @@ exactly one part marker, p1a .. p3e (registered in pyproject.toml); `pytest -m p
 tests of Problem 1, Part B. A test that breaks the rule stops the run with a UsageError that
 lists it, so that no test is silently graded twice or not at all.
 """
-# BEGIN INSTRUCTORS
-# The same rule holds for the hidden graded tests under grading/hidden/; the kit's own tests
-# under grading/kit/ carry the marker `kit` instead (the part markers: grading/rubric.py).
-# END INSTRUCTORS
 
 from pathlib import Path
 
 import pytest
 
 PARTS = frozenset(f"p{problem}{letter}" for problem in (1, 2, 3) for letter in "abcde")
-KIT = "kit"
-GRADED_FOLDERS = ("tests/",)
-KIT_FOLDER = None
-# BEGIN INSTRUCTORS
-GRADED_FOLDERS = ("tests/", "grading/hidden/")
-KIT_FOLDER = "grading/kit/"
-# END INSTRUCTORS
-
+GRADED_FOLDER = "tests/"
 
 @pytest.fixture(autouse=True)
 def submission_seam():
@@ -56,18 +45,11 @@ def pytest_collection_modifyitems(config, items):
         path = _relative(item, root)
         if path is None:
             continue
-        names = {mark.name for mark in item.iter_markers()}
-        parts = sorted(names & PARTS)
-        found = ", ".join(parts + ([KIT] if KIT in names else [])) or "no marker"
-        if KIT_FOLDER and path.startswith(KIT_FOLDER):
-            if KIT not in names or parts:
-                problems.append(f"{item.nodeid} has {found}; a test under {KIT_FOLDER} must "
-                                "carry the marker 'kit' and no part marker")
-        elif path.startswith(GRADED_FOLDERS):
-            if len(parts) != 1 or KIT in names:
-                problems.append(f"{item.nodeid} has {found}; a graded test (under "
-                                f"{' or '.join(GRADED_FOLDERS)}) must carry exactly one part "
-                                "marker, p1a .. p3e (e.g. pytestmark = pytest.mark.p1b)")
+        parts = sorted({mark.name for mark in item.iter_markers()} & PARTS)
+        if path.startswith(GRADED_FOLDER) and len(parts) != 1:
+            problems.append(f"{item.nodeid} has {', '.join(parts) or 'no marker'}; a graded "
+                            f"test (under {GRADED_FOLDER}) must carry exactly one part marker, "
+                            "p1a .. p3e (e.g. pytestmark = pytest.mark.p1b)")
     if problems:
         raise pytest.UsageError(
             "tests without their grading marker (see conftest.py):\n  " + "\n  ".join(problems))

@@ -48,7 +48,7 @@ def mark_training_length(ax, y: float, text: str):
                   "alpha": 0.85}, zorder=6)
 
 
-BEYOND_BUCKETS = ("64-79", "80-95", "96-111", "112-127")  # tools/bands.py's bucket names
+BEYOND_BUCKETS = ("64-79", "80-95", "96-111", "112-127")  # the reference bands' bucket names
 
 
 def bucket_panel(ax, metrics: dict, bands: dict):

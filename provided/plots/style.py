@@ -23,8 +23,8 @@ plt.rcParams.update({
 
 
 def read_bands(results_dir: Path) -> dict:
-    """results_dir/reference_bands.json (tools/bands.py), {} where there is none: figures
-    then show seed 0 alone."""
+    """results_dir/reference_bands.json (the reference runs' seed bands), {} where there is
+    none: figures then show seed 0 alone."""
     path = Path(results_dir) / "reference_bands.json"
     return read_json(path) if path.exists() else {}
 

@@ -1,0 +1,503 @@
+"""A class report for the next lecture: scores per part and the most common mistakes.
+
+    python -m course.grading.class_report scores.csv                    # -> class_report/ beside it
+    python -m course.grading.class_report scores.csv --out report/ --catalogue mistakes.json
+
+Instructors only (the handout leaves course/grading/ out; hidden tests are named on the page). The
+input is what `python -m course.grading.grade SUBMISSIONS --csv scores.csv` leaves: the CSV (one
+row per submission: score, max_score, one column per part, results, note) and, per
+submission, its Gradescope results.json at graded_code/<submission>/results.json beside the
+CSV (--results names another folder holding <submission>/results.json). The output folder
+gets class_report.md, figures/scores_per_part.png (the score distribution of every part,
+the results and the total) and, unless --catalogue names another file, mistakes.json.
+
+The mistake catalogue is course/grading/mutants.py's: for every planted mistake, the graded tests
+(public and hidden) that fail when it alone is planted in the reference, as
+`python -m course.grading.mutants --json FILE` writes them. Without the file, the report builds it
+once (course.grading.mutants.run over the mistakes of the graded parts: a few minutes) and keeps
+it; delete it after changing a test so that it is built again.
+
+Attribution: a submission's failing tests of one part are compared with each catalogued
+mistake of that part. A mistake is matched when every test that catches it fails in the
+submission (its catching tests are a subset of the failing ones); of the matched mistakes
+only the most specific are kept (one whose catching tests are a strict subset of another
+matched one's is dropped), and mistakes that the tests cannot tell apart (the same catching
+tests) share one row ("a or b"). A submission counts once in each kept row. Failing tests
+that no kept mistake explains are listed under their part as "other", each with the
+number of submissions failing it and the catalogued mistakes it catches (a hint where a
+submission matches a mistake only in part). A part whose every test fails is one row,
+"every test fails", with the grader's reason (not implemented, file missing, does not
+compile, not run), and is not attributed to mistakes (a part whose every test fails
+on assertions is attributed as any other). Tests the grader did not reach (the
+time limit) are not failures of the student: they are left out and counted. The results
+entries (recomputed metrics) have no catalogued mistakes: they are listed as "other" under
+their problem. The page names tests, never a test's output, so no reference value is shown.
+
+Bad input: a missing or malformed CSV or catalogue is one line (error:, exit 2). A row not
+graded, a missing results.json or one that is not Gradescope's JSON is one warning line
+each (naming the file and what to do); the page is still written and says what it left
+out. Every file is written to a temporary file and renamed into place; the JSON is strict.
+"""
+
+import csv
+import json
+import math
+import statistics
+import sys
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from course.grading import rubric as RUBRIC
+from provided.common import ArgumentParser, fail, script
+from provided.results import atomic_write_text, write_json
+
+GRADED_FOLDER = "graded_code"  # course.grading.grade.GRADED_FOLDER: beside the CSV
+REPORT_NAME = "class_report.md"
+FIGURE_NAME = "scores_per_part"
+NOT_RUN = ("not graded",)  # course.grading.grade's TOO_LATE and STOPPED: the test never ran
+TOP = 10  # rows of the page's "most common mistakes"
+TESTS_SHOWN = 4  # catching tests named per row
+NAMES_SHOWN = 10  # submissions named per reason
+
+
+def warn(message: str) -> None:
+    print(f"warning: {message}", file=sys.stderr, flush=True)
+
+
+# ------------------------------------------------------------------------------ inputs
+@dataclass
+class Row:
+    submission: str
+    note: str
+    scores: dict  # column -> float (parts, "results", "score", "max_score")
+
+    @property
+    def graded(self) -> bool:
+        return not self.note.startswith("not graded")
+
+
+def read_scores(path: Path) -> tuple[list[str], list[Row]]:
+    """(the part columns of the CSV, in the rubric's order, its rows)."""
+    if not path.is_file():
+        fail(f"{path}: no such file: grade the class first "
+             f"(python -m course.grading.grade SUBMISSIONS --csv {path})")
+    try:
+        with open(path, newline="") as f:
+            reader = csv.DictReader(f)
+            columns = reader.fieldnames or []
+            records = list(reader)
+    except (OSError, UnicodeDecodeError, csv.Error) as err:
+        fail(f"{path} cannot be read as a CSV ({type(err).__name__}: {err}): give the CSV that "
+             "python -m course.grading.grade --csv wrote")
+    missing = [c for c in ("submission", "score", "max_score", "note") if c not in columns]
+    if missing:
+        fail(f"{path} is not a grading CSV (no column {', '.join(missing)}): give the CSV that "
+             "python -m course.grading.grade --csv wrote")
+    parts = [p for p in RUBRIC.PARTS if p in columns]
+    numeric = ["score", "max_score", *parts] + (["results"] if "results" in columns else [])
+    rows = []
+    for number, record in enumerate(records, start=2):
+        name, note = record.get("submission") or "", record.get("note") or ""
+        row = Row(name, note, {})
+        if not name:
+            fail(f"{path}, line {number}: no submission name: give the CSV that "
+                 "python -m course.grading.grade --csv wrote")
+        if row.graded:
+            for column in numeric:
+                text = record.get(column) or ""
+                try:
+                    value = float(text)
+                except ValueError:
+                    value = math.nan
+                if not math.isfinite(value):
+                    fail(f"{path}, line {number} ({name}): {column} {text!r} is not a number: "
+                         "grade the class again (python -m course.grading.grade ... --csv)")
+                row.scores[column] = value
+        rows.append(row)
+    if not rows:
+        fail(f"{path} has no submissions: grade a folder of submissions into it first")
+    return parts, rows
+
+
+def read_results(path: Path) -> list[dict] | str:
+    """The tests of a Gradescope results.json, or why it cannot be used (one line)."""
+    if not path.is_file():
+        return "missing"
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, ValueError) as err:
+        return f"not JSON ({type(err).__name__}: {str(err)[:80]})"
+    tests = data.get("tests") if isinstance(data, dict) else None
+    if not isinstance(tests, list) or not all(
+            isinstance(t, dict) and isinstance(t.get("name"), str)
+            and isinstance(t.get("tags"), list) and t["tags"]
+            and all(isinstance(t.get(k), (int, float)) for k in ("score", "max_score"))
+            for t in tests):
+        return "not Gradescope's format (a tests list with name, score, max_score, tags)"
+    return tests
+
+
+def read_catalogue(path: Path, parts: list[str]) -> dict:
+    """{mistake name: set of the test names that catch it} for the mistakes of parts, from
+    path (course.grading.mutants --json format), built first if path does not exist."""
+    from course.grading.mutants import MUTANTS
+
+    wanted = [m for m in MUTANTS if m.part in parts]
+    if not path.exists():
+        build_catalogue(path, wanted)
+    try:
+        data = json.loads(path.read_text())
+        if not isinstance(data, dict):
+            raise ValueError("not a JSON object")
+        found = {name: set(entry["public"]) | set(entry["hidden"])
+                 for name, entry in data.items()}
+        if not all(isinstance(t, str) for tests in found.values() for t in tests):
+            raise ValueError("a test name that is not a string")
+    except (OSError, UnicodeDecodeError, ValueError, TypeError, KeyError) as err:
+        fail(f"{path} is not a mistake catalogue ({type(err).__name__}: {str(err)[:80]}): "
+             "delete it to have it built again, or write one with "
+             f"python -m course.grading.mutants --json {path}")
+    return {m.name: found[m.name] for m in wanted if m.name in found}
+
+
+def build_catalogue(path: Path, mutants: list) -> None:
+    """Plant each mistake alone and grade its part (course.grading.mutants.run); keep which tests
+    fail, without their outputs."""
+    from course.grading import mutants as mutants_module
+    from provided.common import REPO_ROOT
+
+    usable = []
+    for mutant in mutants:
+        try:
+            mutant.apply((REPO_ROOT / mutant.file).read_text())
+            usable.append(mutant)
+        except (OSError, ValueError) as err:
+            warn(f"{mutant.name} left out of the catalogue ({str(err)[:120]})")
+    print(f"building the mistake catalogue {path}: {len(usable)} planted mistakes, each graded "
+          "alone (about 2 s each, once)", flush=True)
+    try:
+        found = mutants_module.run(usable)
+    except Exception as err:  # the grader could not start here: say how to build it elsewhere
+        fail(f"the mistake catalogue {path} could not be built ({type(err).__name__}: "
+             f"{str(err)[:120]}): write it with python -m course.grading.mutants --json {path}")
+    write_json(path, {name: {"public": f["public"], "hidden": f["hidden"]}
+                      for name, f in found.items()})
+
+
+# ------------------------------------------------------------------------- attribution
+@dataclass
+class PartTally:
+    """What the submissions' failing tests of one part add up to."""
+    submissions: set = field(default_factory=set)  # that lost points here
+    mistakes: Counter = field(default_factory=Counter)  # tuple of mistake names -> count
+    other: Counter = field(default_factory=Counter)  # test name -> count
+    every: Counter = field(default_factory=Counter)  # reason -> count (every test fails)
+    not_run: set = field(default_factory=set)  # submissions with tests not reached
+    tests: set = field(default_factory=set)  # every test name seen
+
+
+def part_of(test: dict) -> str:
+    return str(test["tags"][0])
+
+
+def why_all_fail(outputs: list[str]) -> str:
+    """The grader's reason a part's every test failed, as a category (no output shown)."""
+    first = outputs[0] if outputs else ""
+    if first.startswith(NOT_RUN):
+        return "not run (grading time limit)"
+    if first.startswith("your submission has no"):
+        return "file or folder missing"
+    if "does not compile" in first:
+        return "does not compile"
+    if "could not be taken" in first or "cannot be read as Python source" in first:
+        return "code could not be taken"
+    if "NotImplementedError" in first:
+        return "not implemented"
+    return "fails"
+
+
+def attribute(tests: list[dict], catalogue: dict, tally: dict, submission: str) -> None:
+    """Add one submission's results to tally ({part: PartTally}), by the rule above."""
+    from course.grading.mutants import MUTANTS
+
+    by_part = {}
+    for test in tests:
+        by_part.setdefault(part_of(test), []).append(test)
+    for part, mine in by_part.items():
+        entry = tally.setdefault(part, PartTally())
+        entry.tests |= {t["name"] for t in mine}
+        failing = [t for t in mine if t["score"] < t["max_score"] - 1e-9]
+        if not failing:
+            continue
+        entry.submissions.add(submission)
+        reason = why_all_fail([str(t.get("output", "")) for t in failing])
+        if part in RUBRIC.PARTS and len(failing) == len(mine) and reason != "fails":
+            entry.every[reason] += 1
+            continue
+        ran = {t["name"] for t in failing if not str(t.get("output", "")).startswith(NOT_RUN)}
+        if len(ran) < len(failing):
+            entry.not_run.add(submission)
+        mistakes = [m.name for m in MUTANTS if m.part == part and catalogue.get(m.name)]
+        matched = [m for m in mistakes if catalogue[m] <= ran]
+        kept = [m for m in matched if not any(catalogue[m] < catalogue[o] for o in matched)]
+        groups = {}
+        for name in kept:
+            groups.setdefault(frozenset(catalogue[name]), []).append(name)
+        for names in groups.values():
+            entry.mistakes[tuple(names)] += 1
+        explained = set().union(*groups) if groups else set()
+        for name in sorted(ran - explained):
+            entry.other[name] += 1
+
+
+# ----------------------------------------------------------------------------- figure
+def figure(parts: list[str], rows: list[Row], out_dir: Path) -> Path:
+    """A histogram of every part's points, the results' and the total's, one panel each."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from provided.plots.style import save_figure
+
+    graded = [r for r in rows if r.graded]
+    panels = [(p, f"{p} {RUBRIC.PARTS[p][2]}", RUBRIC.PARTS[p][3]) for p in parts]
+    if graded and "results" in graded[0].scores:
+        panels.append(("results", "results in the reference bands", sum(RUBRIC.RESULTS.values())))
+    top = max((r.scores["max_score"] for r in graded), default=0) or sum(
+        p[3] for p in RUBRIC.PARTS.values())
+    panels.append(("score", "total", top))
+    columns = 4
+    lines = math.ceil(len(panels) / columns)
+    fig, axes = plt.subplots(lines, columns, figsize=(3.2 * columns, 2.5 * lines),
+                             squeeze=False)
+    for ax, (column, title, maximum) in zip(axes.flat, panels):
+        values = [r.scores[column] for r in graded]
+        ax.hist(values, bins=10, range=(0, maximum or 1), color="tab:blue", edgecolor="white")
+        ax.set_title(title, fontsize=9)
+        ax.set_xlim(0, maximum or 1)
+        ax.set_xlabel(f"points (of {maximum:g})", fontsize=8)
+        ax.set_ylabel("submissions", fontsize=8)
+        ax.yaxis.get_major_locator().set_params(integer=True)
+    for ax in list(axes.flat)[len(panels):]:
+        ax.set_visible(False)
+    fig.suptitle(f"Score distribution per part ({len(graded)} graded submissions)")
+    fig.tight_layout()
+    return save_figure(fig, out_dir / "figures", FIGURE_NAME)
+
+
+# ---------------------------------------------------------------------------- the page
+def short(test: str) -> str:
+    """A test's name without its part's prefix: 'problem1 B (p1b): test_x' -> 'test_x'."""
+    return test.split(": ", 1)[-1]
+
+
+def plural(count: int, word: str) -> str:
+    return f"{count} {word}" + ("" if count == 1 else "s")
+
+
+def share(count: int, total: int) -> str:
+    return f"{count} ({100 * count / total:.0f} %)" if total else str(count)
+
+
+def tests_cell(tests: set) -> str:
+    names = sorted(tests, key=lambda t: (t.endswith("[hidden]"), t))
+    shown = "; ".join(f"`{short(t)}`" for t in names[:TESTS_SHOWN])
+    return shown + (f"; and {len(names) - TESTS_SHOWN} more" if len(names) > TESTS_SHOWN else "")
+
+
+def mistake_label(names: tuple) -> str:
+    from course.grading.mutants import MUTANTS
+
+    described = {m.name: m.mistake for m in MUTANTS}
+    return " or ".join(f"{described.get(n, n)} (`{n}`)" for n in names)
+
+
+def part_title(part: str) -> str:
+    if part in RUBRIC.PARTS:
+        _, _, title, points = RUBRIC.PARTS[part]
+        return f"{part} {title} ({points} points)"
+    problem = part.removesuffix("-results")
+    return f"{problem} results in the reference bands ({RUBRIC.RESULTS.get(problem, 0)} points)"
+
+
+def stats_table(parts: list[str], graded: list[Row]) -> list[str]:
+    lines = ["| part | points | mean | median | min | max | full marks | 0 points |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    columns = [(p, f"{p} {RUBRIC.PARTS[p][2]}", RUBRIC.PARTS[p][3]) for p in parts]
+    if graded and "results" in graded[0].scores:
+        columns.append(("results", "results in the reference bands",
+                        sum(RUBRIC.RESULTS.values())))
+    columns.append(("score", "**total**", max(r.scores["max_score"] for r in graded)))
+    n = len(graded)
+    for column, title, maximum in columns:
+        values = [r.scores[column] for r in graded]
+        full = sum(1 for v in values if v >= maximum - 1e-6)
+        zero = sum(1 for v in values if v <= 1e-9)
+        lines.append(f"| {title} | {maximum:g} | {statistics.mean(values):.2f} | "
+                     f"{statistics.median(values):.2f} | {min(values):.2f} | {max(values):.2f} | "
+                     f"{share(full, n)} | {share(zero, n)} |")
+    return lines
+
+
+def page(csv_path: Path, parts: list[str], rows: list[Row], analysed: list[str],
+         left_out: dict, tally: dict, catalogue: dict, catalogue_path: Path,
+         figure_path: Path, out_dir: Path) -> str:
+    from course.grading.mutants import MUTANTS
+
+    graded = [r for r in rows if r.graded]
+    not_graded = [r for r in rows if not r.graded]
+    n = len(analysed)
+    lines = [f"# Class report: {csv_path.name}", "",
+             f"Written by `python -m course.grading.class_report {csv_path}` "
+             "(instructors only: hidden "
+             "tests are named, never their outputs).", "",
+             "## Submissions", "",
+             f"- {len(rows)} submissions in the CSV: {len(graded)} graded, "
+             f"{len(not_graded)} not graded."]
+    for reason, count in Counter(r.note.removeprefix("not graded: ") for r in not_graded
+                                 ).most_common():
+        names = [r.submission for r in not_graded if r.note.removeprefix("not graded: ") == reason]
+        shown = ", ".join(names[:NAMES_SHOWN]) + (", ..." if len(names) > NAMES_SHOWN else "")
+        lines.append(f"  - {count} not graded: {reason} ({shown})")
+    if n:
+        lines.append(f"- Mistakes below are counted over the {n} graded submissions whose "
+                     "results.json could be read" + (":" if left_out else "."))
+    else:
+        lines.append("- No results.json could be read, so no mistake is counted below:")
+    for why, count in Counter(left_out.values()).most_common():
+        names = [name for name, reason in left_out.items() if reason == why]
+        shown = ", ".join(names[:NAMES_SHOWN]) + (", ..." if len(names) > NAMES_SHOWN else "")
+        lines.append(f"  - left out: {count} whose results.json is {why} ({shown})")
+    lines += ["", "## Scores", "",
+              f"![Score distribution per part]({figure_path.relative_to(out_dir).as_posix()})",
+              ""]
+    lines += stats_table(parts, graded) if graded else ["No graded submission."]
+    lines += ["", "## Most common mistakes", ""]
+    ranked = sorted(((count, part, names) for part, entry in tally.items()
+                     for names, count in entry.mistakes.items()),
+                    key=lambda item: (-item[0], list(tally).index(item[1]), item[2]))
+    if ranked:
+        lines += ["| part | mistake | submissions | failing tests that point at it |",
+                  "|---|---|---:|---|"]
+        for count, part, names in ranked[:TOP]:
+            lines.append(f"| {part} | {mistake_label(names)} | {share(count, n)} | "
+                         f"{tests_cell(catalogue[names[0]])} |")
+    else:
+        lines.append("No failing tests matched a catalogued mistake.")
+    lines += ["", "## Failing tests by part", "",
+              f"Catalogue: `{catalogue_path}` ({len(catalogue)} mistakes of the graded parts; "
+              "see the rule in course/grading/class_report.py). Percentages are of the "
+              f"{n} submissions analysed.", ""]
+    catches = {}
+    for name, tests in catalogue.items():
+        for test in tests:
+            catches.setdefault(test, []).append(name)
+    order = [*RUBRIC.PARTS, *(f"{p}-results" for p in RUBRIC.RESULTS)]
+    for part in sorted(tally, key=lambda p: order.index(p) if p in order else len(order)):
+        entry = tally[part]
+        if not entry.submissions:
+            continue
+        lines += [f"### {part_title(part)}: {share(len(entry.submissions), n)} lose points",
+                  "", "| mistake | submissions | failing tests that point at it |",
+                  "|---|---:|---|"]
+        for names, count in sorted(entry.mistakes.items(), key=lambda i: (-i[1], i[0])):
+            lines.append(f"| {mistake_label(names)} | {share(count, n)} | "
+                         f"{tests_cell(catalogue[names[0]])} |")
+        for reason, count in entry.every.most_common():
+            lines.append(f"| every test fails: {reason} | {share(count, n)} | all "
+                         f"{len(entry.tests)} tests |")
+        for test, count in sorted(entry.other.items(), key=lambda i: (-i[1], i[0])):
+            hint = catches.get(test, [])
+            also = f" (catches {', '.join(f'`{h}`' for h in hint[:3])}" + (
+                ", ...)" if len(hint) > 3 else ")") if hint else ""
+            lines.append(f"| other | {share(count, n)} | `{short(test)}`{also} |")
+        if entry.not_run:
+            lines.append(f"| (tests the grader did not run: time limit or grader fault) | "
+                         f"{share(len(entry.not_run), n)} | left out above |")
+        lines.append("")
+    stale = {part: sorted(t for m in MUTANTS if m.part == part and m.name in catalogue
+                          for t in catalogue[m.name] - entry.tests)
+             for part, entry in tally.items() if entry.tests}
+    stale = {p: t for p, t in stale.items() if t}
+    missing = [m.name for m in MUTANTS if m.part in parts and m.name not in catalogue]
+    if stale or missing:
+        lines += ["## The catalogue and these results differ", ""]
+        for part, tests in stale.items():
+            lines.append(f"- {part}: the catalogue names {plural(len(tests), 'test')} that no "
+                         "results.json "
+                         f"has (e.g. `{short(tests[0])}`): the tests changed since it was "
+                         f"built; delete `{catalogue_path}` to build it again.")
+        if missing:
+            lines.append(f"- {plural(len(missing), 'mistake')} of course/grading/mutants.py "
+                         "for the "
+                         f"graded parts missing from `{catalogue_path}` (e.g. `{missing[0]}`): "
+                         "delete it to build it again.")
+        lines.append("")
+    return "\n".join(lines).rstrip() + "\n"
+
+
+# ------------------------------------------------------------------------------- main
+def parse_args(argv=None):
+    parser = ArgumentParser(__doc__)
+    parser.add_argument("csv", type=Path, help="the CSV of python -m course.grading.grade --csv")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="the report's folder (default: class_report/ beside the CSV)")
+    parser.add_argument("--results", type=Path, default=None,
+                        help="the folder holding <submission>/results.json (default: "
+                             f"{GRADED_FOLDER}/ beside the CSV)")
+    parser.add_argument("--catalogue", type=Path, default=None,
+                        help="the mistake catalogue "
+                             "(python -m course.grading.mutants --json FILE); "
+                             "built if missing (default: mistakes.json in the report's folder)")
+    return parser.parse_args(argv)
+
+
+@script
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    parts, rows = read_scores(args.csv)
+    out_dir = args.out or args.csv.parent / "class_report"
+    if out_dir.exists() and not out_dir.is_dir():
+        fail(f"--out {out_dir} is a file: give a folder for the report")
+    results_dir = args.results or args.csv.parent / GRADED_FOLDER
+    catalogue_path = args.catalogue or out_dir / "mistakes.json"
+    catalogue = read_catalogue(catalogue_path, parts) if parts else {}
+    for row in rows:
+        if not row.graded:
+            warn(f"{args.csv}: {row.submission} was {row.note}: grade it again alone "
+                 f"(python -m course.grading.grade SUBMISSIONS/{row.submission} "
+                 "--out results.json)")
+    analysed, left_out, loaded = [], {}, {}
+    for row in (r for r in rows if r.graded):
+        path = results_dir / row.submission / "results.json"
+        tests = read_results(path)
+        if isinstance(tests, str):
+            left_out[row.submission] = tests
+            if tests != "missing":
+                warn(f"{path} is {tests}: grade {row.submission} again to rewrite it "
+                     "(python -m course.grading.grade ... --csv)")
+            continue
+        analysed.append(row.submission)
+        loaded[row.submission] = tests
+    missing = [name for name, why in left_out.items() if why == "missing"]
+    if missing:
+        warn(f"{len(missing)} graded submissions have no results.json in {results_dir} (e.g. "
+             f"{results_dir / missing[0] / 'results.json'}): their mistakes are left out; give "
+             "--results the folder that holds <submission>/results.json")
+    tally = {}
+    for name, tests in loaded.items():
+        attribute(tests, catalogue, tally, name)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    figure_path = figure(parts, rows, out_dir)
+    report = out_dir / REPORT_NAME
+    atomic_write_text(report, page(args.csv, parts, rows, analysed, left_out, tally, catalogue,
+                                   catalogue_path, figure_path, out_dir))
+    print(f"wrote {report} and {figure_path}: {len(rows)} submissions, {len(analysed)} "
+          "analysed")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

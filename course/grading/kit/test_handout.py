@@ -1,0 +1,139 @@
+"""The student handout: solution regions removed, everything still imports, and every graded
+test (public and hidden) fails on it rather than erroring, passing or hanging."""
+
+import os
+import shutil
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from course.grading.handout import make_handout, strip_solutions, tracked_files
+
+pytestmark = [pytest.mark.kit, pytest.mark.timeout(600)]
+
+REPO = Path(__file__).resolve().parents[3]
+
+SOURCE = '''def f(x):
+    """Doc."""
+    y = 1
+    # BEGIN SOLUTION
+    return x + y
+    # END SOLUTION
+
+
+class A:
+    def __init__(self):
+        # BEGIN SOLUTION
+        self.a = 1
+        # END SOLUTION
+'''
+
+
+def test_strip_solutions_replaces_each_region_at_its_indentation():
+    out = strip_solutions(SOURCE)
+    assert "return x + y" not in out and "self.a" not in out and "SOLUTION" not in out
+    raises = [line for line in out.splitlines() if "NotImplementedError" in line]
+    assert raises == ['    raise NotImplementedError("your solution here")',
+                      '        raise NotImplementedError("your solution here")']
+    assert "    y = 1\n" in out
+    namespace = {}
+    exec(compile(out, "handout", "exec"), namespace)
+    with pytest.raises(NotImplementedError):
+        namespace["f"](1)
+
+
+@pytest.mark.parametrize("bad, message", [
+    ("# END SOLUTION\n", "without BEGIN"),
+    ("# BEGIN SOLUTION\nx = 1\n", "never closed"),
+    ("# BEGIN SOLUTION\n# BEGIN SOLUTION\n", "inside another"),
+])
+def test_strip_solutions_rejects_broken_markers(bad, message):
+    with pytest.raises(ValueError, match=message):
+        strip_solutions(bad)
+
+
+def outcomes(junit: Path) -> dict[str, str]:
+    """{test id: 'passed' | 'failed' | 'error' | 'skipped'} from a JUnit XML report."""
+    result = {}
+    for case in ET.parse(junit).getroot().iter("testcase"):
+        kinds = [child.tag for child in case if child.tag in ("failure", "error", "skipped")]
+        name = f"{case.get('classname')}::{case.get('name')}"
+        result[name] = {"failure": "failed", "error": "error",
+                        "skipped": "skipped"}.get(kinds[0], kinds[0]) if kinds else "passed"
+    return result
+
+
+def test_handout_imports_and_every_graded_test_fails(tmp_path):
+    handout = tmp_path / "handout"
+    removed = make_handout(handout)
+    assert removed >= 30
+    assert not list(handout.glob("problem*/results/*"))
+    assert not (handout / "course").exists()
+    for path in handout.glob("problem*/*.py"):
+        assert "BEGIN SOLUTION" not in path.read_text()
+    # the hidden tests too must fail on the empty bodies: run them from a copy in the handout
+    shutil.copytree(REPO / "course" / "grading" / "hidden",
+                    handout / "course" / "grading" / "hidden",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    env = {**os.environ, "PYTHONPATH": str(handout)}  # the handout's code, not an installed copy
+
+    def pytest_in_handout(*args):
+        return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args],
+                              cwd=handout, capture_output=True, text=True, env=env)
+
+    collected = pytest_in_handout("--collect-only", "-q", "tests", "course/grading/hidden")
+    assert collected.returncode == 0, collected.stdout[-3000:]  # every test file imports
+    junit = tmp_path / "report.xml"
+    ran = pytest_in_handout("-q", "-m", "not kit", f"--junitxml={junit}", "tests",
+                            "course/grading/hidden")
+    assert ran.returncode == 1, ran.stdout[-3000:]  # 1: tests failed (2 or more: errors)
+    results = outcomes(junit)
+    assert len(results) > 100
+    not_failed = {name: outcome for name, outcome in results.items() if outcome != "failed"}
+    assert not not_failed, not_failed
+
+
+def test_the_handout_is_the_tree_without_the_course(tmp_path):
+    """Every file of the handout but the solution files is the repository's own, byte for
+    byte; nothing from course/ or the reference results comes along, nor any tool's cache."""
+    out = tmp_path / "handout"
+    make_handout(out)
+    names = {path.relative_to(out).as_posix() for path in out.rglob("*") if path.is_file()}
+    expected = {name for name in tracked_files(REPO)
+                if not name.startswith("course/") and "/results/" not in name}
+    assert names == expected
+    for name in names:
+        if not (name.startswith("problem") and name.endswith(".py")):
+            assert (out / name).read_bytes() == (REPO / name).read_bytes(), name
+    assert not (out / ".ruff_cache").exists()
+
+
+def timing_rows(text: str, heading: str) -> dict[str, str]:
+    """{job: time} of the first Markdown table after the line starting with heading."""
+    lines = text[text.index(heading):].splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("| job") or
+                 line.startswith("| step"))
+    rows = {}
+    for line in lines[start + 2:]:
+        if not line.startswith("|"):
+            break
+        job, time = (cell.strip() for cell in line.strip("|").rsplit("|", 1))
+        rows[job] = time
+    return rows
+
+
+def test_the_students_timings_are_the_instructors_measurement():
+    """One set of timings: every time in the student README's compute budget is one the
+    instructors' README measured (same run, same machine)."""
+    students = timing_rows((REPO / "README.md").read_text(), "## Compute budget")
+    instructors = (REPO / "course" / "README.md").read_text()
+    measured = " ".join(timing_rows(instructors, "## How long things take").values())
+    measured += " " + instructors[instructors.index("## How long things take"):][:2000]
+    missing = {job: time for job, time in students.items() if time.split(" each")[0]
+               not in measured}
+    assert len(students) >= 8 and not missing, (
+        f"the student README's timings {missing} are not in course/README.md's 'How long things "
+        "take': quote the same measurement in both")

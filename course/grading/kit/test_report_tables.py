@@ -1,0 +1,149 @@
+"""The reports' generated tables and answers recomputed from the JSON by other means than
+course/tools/tables: counts from counts (never from rounded fractions), the joint length and span
+measurement from the committed samples, and the seed counts the answers state, recounted
+from each seed's own files rather than from reference_bands.json."""
+
+import json
+
+import pytest
+
+from course import reference_report
+from course.grading.bands import seed_dirs
+from course.tools import report_tables, smiles_difficulty
+from course.tools.tables import problem3 as p3
+from provided.common import results_dir
+
+pytestmark = pytest.mark.kit
+
+
+def report(problem: str) -> str:
+    return " ".join(reference_report(problem).read_text().split())
+
+
+def metrics_of(problem: str) -> dict[int, dict]:
+    return {seed: json.loads((folder / "metrics.json").read_text())
+            for seed, folder in seed_dirs(problem).items()}
+
+
+def test_every_block_is_generated_and_every_generator_is_used():
+    for problem in report_tables.TABLES:
+        _, _, problems = report_tables.fill(report_tables.report_path(problem).read_text(),
+                                            report_tables.render(problem))
+        assert not problems, problems
+
+
+# ---------------------------------------------------------------------- counts from counts
+def sample_entries():
+    for seed, metrics in metrics_of("problem3").items():
+        main = metrics["main"]
+        for entry in main["by_step"] + main["by_temperature"]:
+            yield seed, entry
+
+
+def test_fractions_are_exact_ratios_of_counts():
+    """Each fraction times its denominator is an integer, so counts_of recovers the counts
+    exactly and novel_valid_per_1000 is a count, not a product of rounded fractions."""
+    for seed, entry in sample_entries():
+        n = entry["num_samples"]
+        valid = entry["validity"] * n
+        assert abs(valid - round(valid)) < 1e-6, (seed, entry)
+        distinct = entry["uniqueness"] * round(valid)
+        assert abs(distinct - round(distinct)) < 1e-6, (seed, entry)
+        novel = entry["novelty"] * round(distinct)
+        assert abs(novel - round(novel)) < 1e-6, (seed, entry)
+        counts = p3.counts_of(entry)
+        assert (counts["valid"], counts["distinct"], counts["novel"]) == (
+            round(valid), round(distinct), round(novel))
+        if n == 1000:
+            assert p3.novel_valid_per_1000(entry) == round(novel)
+
+
+def test_seed_1_novel_valid_counts_are_the_counts_not_the_floored_product():
+    seed1 = metrics_of("problem3")[1]["main"]["by_temperature"]
+    assert [p3.novel_valid_per_1000(e) for e in seed1] == [912, 778, 509]
+    assert "| 1 | 0.920 / 0.779 / 0.510 | 0.992 / 0.999 / 0.998 | 912 / 778 / 509 |" in \
+        reference_report("problem3").read_text()
+
+
+def test_seed_0_counts_at_t1_are_the_sample_file():
+    from problem3.evaluate import canonical
+    samples = (results_dir("problem3") / "samples_pre_lr0.001_w500_s4000.txt").read_text() \
+        .split("\n")[:-1]
+    canon = [canonical(s) for s in samples]
+    valid = [c for c in canon if c is not None]
+    entry = next(e for e in metrics_of("problem3")[0]["main"]["by_temperature"]
+                 if e["temperature"] == 1.0)
+    counts = p3.counts_of(entry)
+    assert (counts["samples"], counts["valid"], counts["distinct"]) == (
+        len(samples), len(valid), len(set(valid)))
+
+
+# ------------------------------------------------------------- length and span, measured
+def test_difficulty_json_is_recomputed_from_the_samples():
+    path = results_dir("problem3") / "difficulty.json"
+    samples = smiles_difficulty.samples_path().read_text().split("\n")[:-1]
+    committed = json.loads(path.read_text())
+    assert smiles_difficulty.measure(samples) == committed
+    assert sum(c["count"] for c in committed["cells"]) == committed["num_samples"]
+    assert all(c["valid"] <= c["well_formed"] <= c["count"] for c in committed["cells"])
+
+
+def test_difficulty_cells_add_up_to_evaluate_breakdowns_on_the_first_1000():
+    """The tool's joint cells, summed over one axis, give problem3.evaluate's by_length and
+    by_span on the committed 1,000 samples (the first 1,000 of the 10,000)."""
+    samples = smiles_difficulty.samples_path().read_text().split("\n")[:-1][:1000]
+    cells = smiles_difficulty.cells(smiles_difficulty.describe(samples))
+    main = metrics_of("problem3")[0]["main"]
+    for key, axis in (("by_length", "length"), ("by_span", "span")):
+        for row in main[key]:
+            members = [c for c in cells if c[axis] == row["bin"]]
+            count = sum(c["count"] for c in members)
+            assert count == row["count"], (key, row["bin"])
+            if count:
+                assert abs(sum(c["valid"] for c in members) / count - row["valid"]) < 1e-12
+
+
+# ------------------------------------------------------------ the answers' seed counts
+def test_problem1_order_counts_recounted_from_each_seeds_metrics():
+    text = report("problem1")
+    seeds = metrics_of("problem1")
+    for n in (1000, 2000, 4000):
+        ahead = sum(m[f"reversed_n{n}"]["test_exact_match"] > m[f"forward_n{n}"][
+            "test_exact_match"] for m in seeds.values())
+        assert (f"n = {n}: reversed is ahead on test exact match in {ahead} of "
+                f"{len(seeds)}") in text, n
+
+
+def test_problem1_three_carry_counts_recounted():
+    text = report("problem1")
+    lowest = {n: 0 for n in (2000, 4000)}
+    for folder in seed_dirs("problem1").values():
+        breakdown = json.loads((folder / "breakdown.json").read_text())
+        for n in lowest:
+            by = breakdown[f"forward_n{n}"]["exact_match_by_carries"]
+            lowest[n] += by["3"] == min(by.values())
+    assert (f"sums with three carries have the lowest exact match in {lowest[4000]} of 5 "
+            f"seeds at n = 4000 and {lowest[2000]} of 5 seeds at n = 2000") in text
+
+
+def test_problem3_verdict_counts_recounted_from_the_logs():
+    text = report("problem3")
+    trains = {}
+    for folder in seed_dirs("problem3").values():
+        for path in folder.glob("training_log_*_s1500.json"):
+            log = json.loads(path.read_text())
+            trains.setdefault(path.name, []).append(log["final_val_loss"] < 2.0)
+    always = sum(all(v) and len(v) == 5 for v in trains.values())
+    never = sum(not any(v) for v in trains.values())
+    assert (f"{always} of the {len(trains)} cells train in 5 of 5 seeds and {never} fail in "
+            f"5 of 5") in text
+
+
+def test_problem3_validity_gain_counts_recounted():
+    shrinks = 0
+    for metrics in metrics_of("problem3").values():
+        valid = [e["validity"] for e in metrics["main"]["by_step"]]
+        gains = [b - a for a, b in zip(valid, valid[1:])]
+        shrinks += all(b < a for a, b in zip(gains, gains[1:]))
+    assert f"its gain per 1,000 steps shrinks at every checkpoint in {shrinks} of 5 seeds" in \
+        report("problem3")

@@ -1,0 +1,124 @@
+"""The grader under Gradescope's limits against submissions that attack the resources.
+
+    sudo python -m course.tools.grade_limits          # cgroup v1, as root; about 3 minutes
+
+Instructors only. Each attack is the empty handout with code in AdditionDataset.__init__
+(course/grading/kit/test_grade_sealed.py's _attack): it allocates without end, fills /dev/shm,
+fills the disk, or starts threads without end. Each is graded (part p1a, a 5 s test limit)
+by `python -m course.grading.grade` inside a cgroup of the default container's size (768 MiB,
+0.5 CPU). A line per attack: whether the grader exited 0 and wrote results.json, its score,
+the reason its tests give, the cgroup's peak memory and OOM kills, and whether anything of
+the attack was left in /dev/shm or on the disk. The attack must score 0 and the grader
+survive.
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections import Counter
+from pathlib import Path
+
+from course.grading.handout import make_handout
+from course.grading.kit.test_grade_sealed import _attack
+from provided.common import REPO_ROOT, ArgumentParser, fail, script
+
+ATTACKS = {
+    "memory_bomb": """
+        hog = []
+        while True:
+            hog.append(bytearray(50 * 2**20))
+        """,
+    "shm_fill": """
+        i = 0
+        while True:
+            with open(f"/dev/shm/hw_fill{i}", "wb") as f:
+                f.write(b"x" * (60 * 2**20))
+            i += 1
+        """,
+    "disk_fill": """
+        import os, tempfile
+        i = 0
+        while True:
+            with open(os.path.join(tempfile.gettempdir(), f"hw_fill{i}"), "wb") as f:
+                f.write(b"x" * (60 * 2**20))
+            i += 1
+        """,
+    "thread_storm": """
+        import threading, time
+        for _ in range(100000):
+            try:
+                threading.Thread(target=time.sleep, args=(60,), daemon=True).start()
+            except RuntimeError:
+                break
+        raise NotImplementedError
+        """,
+}
+CGROUP = Path("/sys/fs/cgroup")
+MEMORY_BYTES = 768 * 2**20
+CPU_QUOTA_US, CPU_PERIOD_US = 50_000, 100_000
+
+
+def make_cgroup(name: str) -> dict:
+    """{controller: folder} of a new cgroup v1 of the default container's size."""
+    folders = {c: CGROUP / c / name for c in ("cpu", "memory")}
+    for folder in folders.values():
+        folder.mkdir()
+    (folders["cpu"] / "cpu.cfs_quota_us").write_text(str(CPU_QUOTA_US))
+    (folders["cpu"] / "cpu.cfs_period_us").write_text(str(CPU_PERIOD_US))
+    (folders["memory"] / "memory.limit_in_bytes").write_text(str(MEMORY_BYTES))
+    return folders
+
+
+def grade_in(folders: dict, submission: Path, out: Path) -> int:
+    """The grader's exit status, run inside the cgroup."""
+    tasks = " ".join(str(f / "tasks") for f in folders.values())
+    command = (f"for t in {tasks}; do echo $$ > $t; done; exec {sys.executable} -m "
+               f"course.grading.grade {submission} --parts p1a --test-seconds 5 --jobs 1 "
+               f"--out {out}")
+    return subprocess.run(["bash", "-c", command], cwd=REPO_ROOT, capture_output=True).returncode
+
+
+def leftovers() -> list[str]:
+    return [str(p) for p in Path("/dev/shm").glob("hw_fill*")]
+
+
+@script
+def main(argv=None) -> int:
+    ArgumentParser(__doc__).parse_args(argv)
+    if os.geteuid() != 0 or not (CGROUP / "memory").is_dir():
+        fail("run as root on a machine with cgroup v1 (/sys/fs/cgroup/memory)")
+    failures = 0
+    with tempfile.TemporaryDirectory(prefix="grade_limits_") as scratch:
+        scratch = Path(scratch)
+        make_handout(scratch / "handout")
+        for name, code in ATTACKS.items():
+            _attack(scratch / "handout", scratch / name, "init", code)
+            folders = make_cgroup(f"hw_limits_{os.getpid()}_{name}")
+            out = scratch / f"{name}.json"
+            try:
+                status = grade_in(folders, scratch / name, out)
+                memory = folders["memory"]
+                peak = int((memory / "memory.max_usage_in_bytes").read_text()) >> 20
+                kills = (memory / "memory.oom_control").read_text().split("oom_kill ")[-1]
+            finally:
+                for folder in folders.values():
+                    folder.rmdir()
+            results = json.loads(out.read_text()) if out.exists() else None
+            tests = [t for t in (results or {"tests": []})["tests"] if t["tags"] == ["p1a"]]
+            score = sum(t["score"] for t in tests)
+            reason = Counter(t["output"].split("\n")[0][:70] for t in tests).most_common(1)
+            left = leftovers()
+            ok = status == 0 and results is not None and score == 0 and not left
+            failures += not ok
+            print(f"{'ok  ' if ok else 'FAIL'} {name}: exit {status}, score {score}, "
+                  f"{reason[0][0] if reason else 'no tests'!r}, peak {peak} MiB, "
+                  f"{kills.strip()} OOM kills, left behind {left}", flush=True)
+            shutil.rmtree(scratch / name)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

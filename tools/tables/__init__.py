@@ -1,2 +1,0 @@
-"""The reports' generated tables, one module per problem (tools/report_tables.py writes
-them into the reports); style.py holds the formatting and the bands' helpers they share."""
