@@ -5,7 +5,7 @@
 # metrics and figures (with the same contents, on the same kind of CPU).
 #
 #   make data            generate / download the datasets
-#   make test            the grading tests
+#   make test            the public tests (pytest)
 #   make problem1 ...    one problem: its runs, evaluation and figures
 #   make all -j2         everything (see the README for timings)
 #
