@@ -1,6 +1,7 @@
 """Problem 1, Part A: the addition dataset, tokenized once into tensors.
 
-Students: you write AdditionDataset's three methods; read_pairs and the constants are given.
+Students: you write AdditionDataset's three methods; the constants are given, and
+provided/data_files.py's read_pairs reads a split's CSV file.
 
 A pair (a, b) becomes three sequences of token ids (digits 0-9, PLUS = 10, BOS = 11):
 
@@ -22,6 +23,7 @@ import torch
 from torch.utils.data import Dataset
 
 from provided.common import missing_data_message
+from provided.data_files import read_pairs
 
 PLUS = 10
 BOS = 11
@@ -30,38 +32,6 @@ SRC_LEN = 7
 TGT_LEN = 4
 DIGIT_ORDERS = ("forward", "reversed")
 SPLITS = ("train", "val", "test")
-
-
-def read_pairs(path: Path) -> np.ndarray:
-    """The operand pairs of one split's CSV file (header `a,b`), as an int64 array [N, 2].
-
-    A bad row (not two integers, or an operand outside 0..999) raises ValueError naming the
-    file, the row's line number in the file (the header is line 1) and the row itself; so
-    does a file with no pairs.
-    """
-    fix = "run `python generate_datasets.py --only addition --force`"
-    with open(path) as f:
-        lines = f.read().rstrip().splitlines()  # blank lines at the very end do not count
-    header = lines[0].strip() if lines else ""
-    if header != "a,b":
-        raise ValueError(f"{path}: expected the header 'a,b', found {header!r}; {fix}")
-    pairs = []
-    for number, line in enumerate(lines[1:], start=2):
-        fields = line.split(",")
-        try:
-            if len(fields) != 2:
-                raise ValueError
-            a, b = int(fields[0]), int(fields[1])
-        except ValueError:
-            raise ValueError(f"{path}, line {number}: expected two integers a,b, found "
-                             f"{line!r}; {fix}") from None
-        if not (0 <= a <= 999 and 0 <= b <= 999):
-            raise ValueError(f"{path}, line {number}: operands must lie in 0..999, found "
-                             f"{line!r}; {fix}")
-        pairs.append((a, b))
-    if not pairs:
-        raise ValueError(f"{path} holds no pairs, only its header; {fix}")
-    return np.array(pairs, dtype=np.int64).reshape(-1, 2)
 
 
 class AdditionDataset(Dataset):

@@ -27,7 +27,7 @@ import torch.nn.functional as F
 from tqdm import tqdm
 
 from problem1.config import PRESCRIBED, THRESHOLD, TRAIN_SIZES, Config
-from problem1.dataset import DIGIT_ORDERS, AdditionDataset, read_pairs
+from problem1.dataset import DIGIT_ORDERS, AdditionDataset
 from problem1.model import score_predictions
 from provided.common import (
     ArgumentParser,
@@ -39,6 +39,7 @@ from provided.common import (
     script,
     setup,
 )
+from provided.data_files import read_pairs
 from provided.results import (
     save_run,
     unfinished,

@@ -17,39 +17,11 @@ from provided.common import (  # IGNORE_INDEX: the homework names it here too
     IGNORE_INDEX,  # noqa: F401
     missing_data_message,
 )
+from provided.data_files import check_offset_file
 
 VOCAB_SIZE = 16
 SPLITS = ("train", "test")
 SEQUENCE_LENGTHS = {"train": 64, "test": 128}  # fixed by the homework
-
-
-def check_offset_file(path: Path, length: int) -> None:
-    """Check an offset .npy file before any work is done with it: FileNotFoundError if it is
-    missing, ValueError naming the file if it cannot be loaded (corrupt or truncated) or is
-    not a 2-D integer array of sequences `length` long with tokens in [0, VOCAB_SIZE)."""
-    path = Path(path)
-    fix = "run `python generate_datasets.py --only offset --force`"
-    if not path.exists():
-        raise FileNotFoundError(missing_data_message(path))
-    try:
-        array = np.load(path, allow_pickle=False)
-    except Exception as err:  # numpy raises several kinds for a damaged file
-        reason = (str(err).splitlines() or [type(err).__name__])[0]
-        raise ValueError(f"{path} is truncated or corrupt ({reason}); {fix}") from None
-    if not isinstance(array, np.ndarray):
-        raise ValueError(f"{path} holds no single array (an .npz archive?); {fix}")
-    if array.ndim != 2 or array.shape[0] < 1:
-        raise ValueError(f"{path} holds an array of shape {tuple(array.shape)}, not "
-                         f"[sequences, {length}]; {fix}")
-    if not np.issubdtype(array.dtype, np.integer):
-        raise ValueError(f"{path} holds {array.dtype} values, not integer tokens; {fix}")
-    if array.shape[1] != length:
-        raise ValueError(f"{path} holds sequences of length {array.shape[1]}, not {length} "
-                         f"(shape {tuple(array.shape)}); {fix}")
-    low, high = array.min().item(), array.max().item()
-    if low < 0 or high >= VOCAB_SIZE:
-        raise ValueError(f"{path} holds tokens from {low} to {high}, outside [0, {VOCAB_SIZE})"
-                         f"; {fix}")
 
 
 def check_offset_split(data_dir: Path, split: str) -> None:

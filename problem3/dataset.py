@@ -12,54 +12,9 @@ from pathlib import Path
 import torch
 from torch.utils.data import Dataset
 
-from provided.common import (  # IGNORE_INDEX: the homework names it here too
-    IGNORE_INDEX,  # noqa: F401
-    missing_data_message,
-)
+from provided.common import IGNORE_INDEX  # noqa: F401 (the homework names it here too)
+from provided.data_files import read_smiles
 from provided.smiles import BOS, EOS, PAD, SmilesVocab, tokenize
-
-FIX = "regenerate it with `python generate_datasets.py --only smiles --force`"
-
-
-def read_smiles(path: Path) -> list[str]:
-    """The lines of a SMILES file, one string each, so that item i is line i + 1 of the file.
-
-    FileNotFoundError says how to create it; a blank line inside the file (blank lines at its
-    end are ignored) or bytes that are not text raise ValueError naming the file and line.
-    """
-    path = Path(path)
-    if not path.exists():
-        raise FileNotFoundError(missing_data_message(path))
-    try:
-        lines = [line.strip() for line in path.read_text().splitlines()]
-    except UnicodeDecodeError as err:
-        raise ValueError(f"{path} is not a text file ({err.reason} at byte {err.start}): "
-                         f"{FIX}") from None
-    while lines and not lines[-1]:
-        lines.pop()
-    for number, line in enumerate(lines, start=1):
-        if not line:
-            raise ValueError(f"{path}, line {number}: a blank line inside the file (every line "
-                             f"holds one SMILES string): remove it, or {FIX}")
-    return lines
-
-
-def locate_smiles_error(path: Path, err: ValueError) -> str:
-    """One line for a ValueError raised while reading the SMILES file path (by build_vocab,
-    say): err itself if it names the file, else the file, line and reason of its first line
-    that does not tokenize."""
-    if str(path) in str(err):
-        return str(err)
-    try:
-        lines = read_smiles(path)
-    except (OSError, ValueError) as other:
-        return str(other)
-    for number, smiles in enumerate(lines, start=1):
-        try:
-            tokenize(smiles)
-        except ValueError as bad:
-            return f"{path}, line {number}: {bad}; fix that line, or {FIX}"
-    return f"{path}: {err}"
 
 
 def build_vocab(train_path: Path) -> SmilesVocab:

@@ -36,13 +36,7 @@ from rdkit.Chem import QED, Descriptors
 from tqdm import tqdm
 
 from problem3.config import MAIN_RUN, SWEEP_STEPS, TRAIN_THRESHOLD, load_model
-from problem3.dataset import (
-    IGNORE_INDEX,
-    SmilesDataset,
-    build_vocab,
-    locate_smiles_error,
-    read_smiles,
-)
+from problem3.dataset import IGNORE_INDEX, SmilesDataset, build_vocab
 
 # generate() is the homework's Part D and lives in sample.py, so sampling comes from there.
 from problem3.sample import NUM_SAMPLES, sample_run
@@ -55,6 +49,7 @@ from provided.common import (
     script,
     setup,
 )
+from provided.data_files import locate_smiles_error, read_smiles
 from provided.results import BadFileError, atomic_write_text, read_json, write_json
 from provided.smiles import tokenize
 

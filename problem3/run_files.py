@@ -17,8 +17,9 @@ from pathlib import Path
 import torch
 
 from problem3.config import HOMEWORK_TOKENS, Config, differences
-from problem3.dataset import SmilesDataset, build_vocab, locate_smiles_error
+from problem3.dataset import SmilesDataset, build_vocab
 from provided.common import HomeworkError, missing_data_message
+from provided.data_files import locate_smiles_error
 from provided.results import BadFileError, file_fingerprint, load_checkpoint
 from provided.smiles import SmilesVocab, tokenize
 

@@ -77,11 +77,11 @@ from problem3.config import (
     differences,
 )
 from problem3.config import Config as P3Config
-from problem3.dataset import read_smiles
 from problem3.evaluate import canonical, sample_metrics, sweep_entry
 from problem3.sample import NUM_SAMPLES
 from problem3.train import lr_at_step
 from provided.common import DATA_DIR, REPO_ROOT
+from provided.data_files import read_smiles
 from provided.smiles import SMILES_PATTERN, SPECIALS
 
 # at most this many bytes of a submission's file are read (the reference's are far smaller:

@@ -15,9 +15,9 @@ import problem2.evaluate as p2_evaluate
 import problem2.train as p2_train
 import problem3.evaluate as p3_evaluate
 import problem3.train as p3_train
-from problem1.dataset import AdditionDataset, read_pairs
-from problem2.dataset import check_offset_file
-from problem3.dataset import SmilesDataset, build_vocab, read_smiles
+from problem1.dataset import AdditionDataset
+from problem3.dataset import SmilesDataset, build_vocab
+from provided.data_files import check_offset_file, read_pairs, read_smiles
 
 pytestmark = pytest.mark.kit
 
