@@ -15,12 +15,11 @@ import re
 from dataclasses import dataclass
 
 from problem3.model import NORMS, DecoderLM
-from provided.common import registry_main, signature_defaults
-from provided.results import BadFileError, config_from_checkpoint, load_checkpoint, load_state
+from provided.common import registry_main
+from provided.results import BadFileError, load_trained
 from provided.smiles import SmilesVocab
 
-MODEL_ARGS = ("d_model", "num_layers", "num_heads", "d_ff", "max_len", "dropout")
-_MODEL_DEFAULTS = signature_defaults(DecoderLM)
+MODEL_ARGS = ("d_model", "num_layers", "num_heads", "d_ff", "max_len", "dropout")  # DecoderLM's
 BETAS = (0.9, 0.98)
 CLIP_NORM = 1.0
 LOG_EVERY = 50  # training loss, learning rate and gradient norms
@@ -40,12 +39,13 @@ class Config:
     batch_size: int = 128
     seed: int = 0
     threads: int = 1  # torch's CPU threads: they can change the last bits of the numbers
-    d_model: int = _MODEL_DEFAULTS["d_model"]
-    num_layers: int = _MODEL_DEFAULTS["num_layers"]
-    num_heads: int = _MODEL_DEFAULTS["num_heads"]
-    d_ff: int = _MODEL_DEFAULTS["d_ff"]
-    max_len: int = _MODEL_DEFAULTS["max_len"]
-    dropout: float = _MODEL_DEFAULTS["dropout"]
+    # the model, as the homework fixes it (DecoderLM's defaults)
+    d_model: int = 128
+    num_layers: int = 4
+    num_heads: int = 4
+    d_ff: int = 512
+    max_len: int = 52
+    dropout: float = 0.1
     vocab_size: int = 0
 
     @property
@@ -96,13 +96,11 @@ def checkpoint_extras(vocab: SmilesVocab, step: int) -> dict:
 def load_model(path, device) -> tuple[DecoderLM, SmilesVocab, Config, int]:
     """(model in eval mode on device, its vocabulary, its Config, the step it was saved at)
     from a checkpoint written by train.py."""
-    checkpoint = load_checkpoint(path, device)
-    config = config_from_checkpoint(Config, checkpoint, path)
+    model, config, checkpoint = load_trained(Config, path, device)
     if not {"vocab", "step"} <= checkpoint.keys():
         raise BadFileError(f"{path} has no vocabulary or step: it was not written by "
                            "problem3/train.py; delete it and re-run the run")
-    model = load_state(config.build_model(), checkpoint, path)
-    return model.to(device).eval(), SmilesVocab(checkpoint["vocab"]), config, checkpoint["step"]
+    return model, SmilesVocab(checkpoint["vocab"]), config, checkpoint["step"]
 
 
 if __name__ == "__main__":

@@ -277,12 +277,3 @@ def run_flags(options: dict) -> str:
 
 def missing_data_message(path: Path) -> str:
     return f"{path} not found: run `python generate_datasets.py` from the repository root first"
-
-
-def signature_defaults(callable_) -> dict:
-    """{parameter: default} of a function or class constructor (the parameters that have one),
-    so that a config can take a model's defaults from its signature instead of a copy."""
-    return {name: p.default for name, p in inspect.signature(callable_).parameters.items()
-            if p.default is not inspect.Parameter.empty}
-
-

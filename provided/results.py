@@ -188,6 +188,17 @@ def load_state(model: torch.nn.Module, checkpoint: dict, path: Path) -> torch.nn
     return model
 
 
+def load_trained(config_class, path: Path, device) -> tuple[torch.nn.Module, object, dict]:
+    """(model in eval mode on device, its config, the checkpoint) from a checkpoint written by
+    save_checkpoint: config_class(**saved config).build_model() with the saved weights. Every
+    problem's load_model (problemN/config.py) is this; MissingFileError or BadFileError
+    naming path as load_checkpoint, config_from_checkpoint and load_state raise them."""
+    checkpoint = load_checkpoint(path, device)
+    config = config_from_checkpoint(config_class, checkpoint, path)
+    model = load_state(config.build_model(), checkpoint, path)
+    return model.to(device).eval(), config, checkpoint
+
+
 def file_fingerprint(path: Path) -> dict:
     """{'name', 'bytes', 'sha1'} of a data file: what a resumed run compares."""
     path = Path(path)

@@ -2,7 +2,9 @@
 its flags, given to that problem's train.py, make a Config whose run name is that name, and
 `python -m problemN.config` prints the names and flags the Makefile reads."""
 
+import dataclasses
 import importlib
+import inspect
 import subprocess
 import sys
 
@@ -75,3 +77,22 @@ def test_an_unknown_run_name_is_one_line():
     out = registry(2, "--flags", "absolute")
     assert out.returncode == 2 and "Traceback" not in out.stderr
     assert "invalid choice: 'absolute'" in out.stderr and len(out.stderr.splitlines()) == 1
+
+
+@pytest.mark.parametrize("problem, model_class, fields", [
+    (1, "AdditionTransformer", ("d_model", "num_heads", "d_ff", "num_layers", "dropout")),
+    (2, "OffsetRetrievalModel", ("d_model", "max_len")),
+    (3, "DecoderLM", ("d_model", "num_layers", "num_heads", "d_ff", "max_len", "dropout")),
+])
+def test_config_writes_out_the_models_defaults(problem, model_class, fields):
+    """A Config states the model's numbers where a reader looks; they must stay the numbers
+    the model's constructor takes by default, so that both say the homework's model."""
+    config = importlib.import_module(f"problem{problem}.config")
+    model = importlib.import_module(f"problem{problem}.model")
+    defaults = {name: p.default for name, p in
+                inspect.signature(getattr(model, model_class)).parameters.items()}
+    config_defaults = {f.name: f.default for f in dataclasses.fields(config.Config)}
+    differ = {name: (config_defaults[name], defaults[name]) for name in fields
+              if config_defaults[name] != defaults[name]}
+    assert not differ, (f"problem{problem}/config.py's Config and {model_class}'s defaults "
+                        f"disagree (config, model): {differ}; change both together")
