@@ -47,12 +47,15 @@ from provided.results import (
 )
 
 
-def batch_indices(num_items: int, batch_size: int, generator: torch.Generator):
-    """Endless stream of [batch_size] index tensors: shuffled passes over range(num_items).
+def shuffled_batches(num_items: int, batch_size: int, generator: torch.Generator):
+    """Endless stream of [batch_size] index tensors: shuffled passes over range(num_items),
+    a batch running on into the next pass where one ends (Problem 3's batch_indices, a pure
+    function of the step for resuming, drops the incomplete batch instead; unifying the two
+    would change every committed number of one problem).
 
     ValueError if num_items or batch_size is below 1 (there would be no batch to draw)."""
     if num_items < 1 or batch_size < 1:
-        raise ValueError(f"batch_indices needs num_items >= 1 and batch_size >= 1, got "
+        raise ValueError(f"shuffled_batches needs num_items >= 1 and batch_size >= 1, got "
                          f"{num_items} and {batch_size}")
     pending = torch.empty(0, dtype=torch.long)
     while True:
@@ -168,8 +171,8 @@ def main(argv=None) -> int:
     model = config.build_model().to(device)
     optimizer = torch.optim.Adam(model.parameters(), lr=config.lr)
     src, tgt_in, tgt_out = (t.to(device) for t in (train.src, train.tgt_in, train.tgt_out))
-    batches = batch_indices(len(train), config.batch_size,
-                            torch.Generator().manual_seed(config.seed))
+    batches = shuffled_batches(len(train), config.batch_size,
+                               torch.Generator().manual_seed(config.seed))
     log_path = args.results_dir / f"training_log_{run}.json"
     log, losses, start = [], [], time.perf_counter()
     progress = tqdm(range(1, config.steps + 1), desc=run, unit="step", mininterval=2)

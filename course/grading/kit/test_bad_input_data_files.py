@@ -90,9 +90,9 @@ def test_a_dataset_that_ignores_max_pairs_is_caught(data, tmp_path, monkeypatch,
 
 
 @pytest.mark.parametrize("num_items, batch_size", [(0, 4), (-3, 4), (5, 0)])
-def test_batch_indices_refuses_instead_of_looping(num_items, batch_size):
+def test_shuffled_batches_refuses_instead_of_looping(num_items, batch_size):
     with pytest.raises(ValueError, match="num_items"):
-        next(p1_train.batch_indices(num_items, batch_size, torch.Generator().manual_seed(0)))
+        next(p1_train.shuffled_batches(num_items, batch_size, torch.Generator().manual_seed(0)))
 
 
 # ---------------------------------------------------------------------- offset arrays

@@ -16,7 +16,7 @@ from problem1.dataset import BOS, PLUS
 from problem1.evaluate import HEAD_NAMES
 from problem1.heads import breakdown, carries, column_carries, greedy_reproduces
 from problem1.model import AdditionTransformer, position_table, score_predictions
-from problem1.train import batch_indices
+from problem1.train import shuffled_batches
 from tests.tiny import addition_data, script_args
 
 pytestmark = pytest.mark.kit
@@ -35,7 +35,7 @@ def test_score_predictions():
 
 
 def test_batches_are_shuffled_passes():
-    batches = batch_indices(6, 4, torch.Generator().manual_seed(0))
+    batches = shuffled_batches(6, 4, torch.Generator().manual_seed(0))
     stream = torch.cat([next(batches) for _ in range(3)])  # 12 indices: two full passes
     assert sorted(stream[:6].tolist()) == list(range(6))
     assert sorted(stream[6:].tolist()) == list(range(6))
