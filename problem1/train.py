@@ -156,6 +156,36 @@ def load_data(args) -> tuple[AdditionDataset, AdditionDataset]:
     return train, val
 
 
+def training_log(config: Config, log: list[dict]) -> dict:
+    return {"run": config.run, "config": asdict(config), "log": log,
+            "steps_to_95": steps_to_95(log)}
+
+
+def train(config: Config, train_set: AdditionDataset, val_set: AdditionDataset,
+          device: torch.device, watch_path: Path) -> tuple[dict, torch.nn.Module]:
+    """Train one run; returns (log, trained model). The log so far is rewritten to
+    watch_path at every validation, so that a long run can be watched."""
+    model = config.build_model().to(device)
+    optimizer = torch.optim.Adam(model.parameters(), lr=config.lr)
+    src, tgt_in, tgt_out = (t.to(device)
+                            for t in (train_set.src, train_set.tgt_in, train_set.tgt_out))
+    batches = shuffled_batches(len(train_set), config.batch_size,
+                               torch.Generator().manual_seed(config.seed))
+    log, losses = [], []
+    progress = tqdm(range(1, config.steps + 1), desc=config.run, unit="step", mininterval=2)
+    for step in progress:
+        index = next(batches).to(device)
+        losses.append(train_step(model, optimizer, src[index], tgt_in[index], tgt_out[index]))
+        if step % config.eval_every == 0 or step == config.steps:
+            exact, token = validate(model, val_set, device)
+            log.append({"step": step, "train_loss": sum(losses) / len(losses),
+                        "val_exact_match": exact, "val_token_accuracy": token})
+            losses = []
+            write_json(watch_path, training_log(config, log))
+            progress.set_postfix(loss=f"{log[-1]['train_loss']:.3f}", val_exact=f"{exact:.3f}")
+    return training_log(config, log), model
+
+
 @script
 def main(argv=None) -> int:
     args = parse_args(argv)
@@ -165,37 +195,16 @@ def main(argv=None) -> int:
         explicit_results_dir(args, "problem1", f"--train_size {args.train_size} "
                              f"--steps {args.steps} --seed {args.seed}")
     device = setup(args)
-    train, val = load_data(args)
+    train_set, val_set = load_data(args)
 
-    run = config.run
-    model = config.build_model().to(device)
-    optimizer = torch.optim.Adam(model.parameters(), lr=config.lr)
-    src, tgt_in, tgt_out = (t.to(device) for t in (train.src, train.tgt_in, train.tgt_out))
-    batches = shuffled_batches(len(train), config.batch_size,
-                               torch.Generator().manual_seed(config.seed))
-    log_path = args.results_dir / f"training_log_{run}.json"
-    log, losses, start = [], [], time.perf_counter()
-    progress = tqdm(range(1, config.steps + 1), desc=run, unit="step", mininterval=2)
-    for step in progress:
-        index = next(batches).to(device)
-        losses.append(train_step(model, optimizer, src[index], tgt_in[index], tgt_out[index]))
-        if step % config.eval_every == 0 or step == config.steps:
-            exact, token = validate(model, val, device)
-            log.append({"step": step, "train_loss": sum(losses) / len(losses),
-                        "val_exact_match": exact, "val_token_accuracy": token})
-            losses = []
-            write_json(unfinished(log_path), training_log(config, log))  # to watch a run
-            progress.set_postfix(loss=f"{log[-1]['train_loss']:.3f}", val_exact=f"{exact:.3f}")
-    save_run(args.results_dir, config, training_log(config, log), model)
-    unfinished(log_path).unlink(missing_ok=True)
-    print(f"{run}: steps_to_95 = {steps_to_95(log)}; wrote {log_path} and "
-          f"model_{run}.pth in {time.perf_counter() - start:.0f} s")
+    start = time.perf_counter()
+    watch_path = unfinished(args.results_dir / f"training_log_{config.run}.json")
+    log, model = train(config, train_set, val_set, device, watch_path)
+    log_path = save_run(args.results_dir, config, log, model)
+    watch_path.unlink(missing_ok=True)
+    print(f"{config.run}: steps_to_95 = {log['steps_to_95']}; wrote {log_path} and "
+          f"model_{config.run}.pth in {time.perf_counter() - start:.0f} s")
     return 0
-
-
-def training_log(config: Config, log: list[dict]) -> dict:
-    return {"run": config.run, "config": asdict(config), "log": log,
-            "steps_to_95": steps_to_95(log)}
 
 
 if __name__ == "__main__":

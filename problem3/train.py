@@ -21,6 +21,7 @@ going and logs null for the non-finite values.
 import argparse
 import math
 from dataclasses import asdict
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -51,6 +52,7 @@ from provided.results import (
     save_checkpoint,
     save_run,
 )
+from provided.smiles import SmilesVocab
 
 
 def lr_at_step(step: int, peak_lr: float, warmup: int) -> float:
@@ -138,27 +140,17 @@ def parse_args(argv=None) -> argparse.Namespace:
     return args
 
 
-@script(interrupted="interrupted: re-run the same command to resume from the last save "
-                    f"(every {VAL_EVERY} steps)")
-def main(argv=None) -> int:
-    args = parse_args(argv)
-    if args.batch_size != Config.batch_size or args.seed != 0:
-        explicit_results_dir(args, "problem3", f"--batch_size {args.batch_size} "
-                             f"--seed {args.seed}")
-    device = setup(args)
-    vocab, train_set, val_set, data = load_data(args.data_dir, args.batch_size)
-    out = args.results_dir
-    check_vocab(vocab, out)
-    config = Config(norm=args.norm, lr=args.lr, warmup=args.warmup, steps=args.steps,
-                    checkpoint_every=args.checkpoint_every, batch_size=args.batch_size,
-                    seed=args.seed, threads=torch.get_num_threads(), vocab_size=len(vocab))
+def train(config: Config, vocab: SmilesVocab, train_set: SmilesDataset, val_set: SmilesDataset,
+          data: dict, out: Path, resume_path: Path, device) -> tuple[dict, torch.nn.Module]:
+    """Train one run; returns (log, trained model). Every VAL_EVERY steps the run's state is
+    saved to resume_path, and a run that finds one there continues from it (data: the
+    fingerprints of the data files, which must match); the step checkpoints of
+    config.checkpoint_every go to out."""
     run = config.run
-
     model = config.build_model().to(device)
     optimizer = torch.optim.Adam(model.parameters(), lr=config.lr, betas=BETAS)
     log = {"run": run, "config": asdict(config), "log": [], "val": [], "final_val_loss": None}
     start = 1
-    resume_path = out / f"resume_{run}.pth"
     resumed = resume(resume_path, config, data, model, optimizer, device)
     if resumed is not None:
         log, start = resumed
@@ -191,9 +183,29 @@ def main(argv=None) -> int:
                             rng=rng_state(device), log=log, data=data, **extras)
 
     log["final_val_loss"] = log["val"][-1]["val_loss"] if log["val"] else None
+    return log, model
+
+
+@script(interrupted="interrupted: re-run the same command to resume from the last save "
+                    f"(every {VAL_EVERY} steps)")
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    if args.batch_size != Config.batch_size or args.seed != 0:
+        explicit_results_dir(args, "problem3", f"--batch_size {args.batch_size} "
+                             f"--seed {args.seed}")
+    device = setup(args)
+    vocab, train_set, val_set, data = load_data(args.data_dir, args.batch_size)
+    out = args.results_dir
+    check_vocab(vocab, out)
+    config = Config(norm=args.norm, lr=args.lr, warmup=args.warmup, steps=args.steps,
+                    checkpoint_every=args.checkpoint_every, batch_size=args.batch_size,
+                    seed=args.seed, threads=torch.get_num_threads(), vocab_size=len(vocab))
+
+    resume_path = out / f"resume_{config.run}.pth"
+    log, model = train(config, vocab, train_set, val_set, data, out, resume_path, device)
     log_path = save_run(out, config, log, model, **checkpoint_extras(vocab, config.steps))
     resume_path.unlink(missing_ok=True)
-    print(f"{run}: final validation loss {log['final_val_loss']}; wrote {log_path}")
+    print(f"{config.run}: final validation loss {log['final_val_loss']}; wrote {log_path}")
     return 0
 
 
