@@ -1,7 +1,6 @@
 """Evaluate the position schemes on the 128-position test split (Problem 2, Part E).
 
-Students: you write the seven Part E functions; main records them with the report's own
-analyses (problem2/analysis.py), which need not be read.
+Students: you write the seven Part E functions; the rest of this file is given.
 
     python evaluate.py
 
@@ -11,12 +10,9 @@ For every run whose weights are present, results/metrics.json records under its 
     beyond              accuracy over positions 64..127, never seen in training
     beyond_buckets      accuracy over 64-79, 80-95, 96-111, 112-127
     buckets             accuracy over all eight 16-position buckets 0-15 .. 112-127
-    per_position        accuracy at each position (null at 0..6, which have no target)
-    attention           mean attention weight on the target key i - 7, on its neighbours
-                        (distances 5, 6, 8, 9), and on keys at distance 64 or more
-    table_drift         (learned only) each row's L2 distance from its initial value
-    position_score_margin  (learned, sinusoidal) how far the token-independent part of the
-                        score ranks the target key above the others, per query position
+                        (the bucket figure)
+    table_drift         (learned only) each row's L2 distance from its initial value, and
+                        its summary over rows 0-63 and 64-127 (see learned_table_drift)
 
 and under the top-level 'checks' four numerical checks of the encodings themselves:
 
@@ -25,22 +21,11 @@ and under the top-level 'checks' four numerical checks of the encodings themselv
     sinusoidal_score_shift_error    together, over the same random (q, k, positions, shift)
     rotary_vs_pairwise_error      max |apply_rotary - an explicit per-pair 2x2 rotation|
 
-and, for sinusoidal and rotary only, an evaluation-only length check outside the
-prescribed data:
+(plus sinusoidal_score_shift_error_median and score_magnitude_median, which give them scale).
 
-    long_sequences      accuracy on LONG_SEQUENCES = 200 fresh uniform sequences of length
-                        512 (tokens in [0, 16), drawn by their own torch.Generator seeded
-                        LONG_SEED = 2026), the saved weights loaded into the same model rebuilt
-                        with max_len 512: {'seed', 'num_sequences', 'length', 'buckets' (the
-                        eight 64-position buckets 0-63 .. 448-511), 'beyond_128_255',
-                        'beyond_256_511'}. The learned scheme is skipped (its table has 128
-                        rows), and so is none (it has no position to extrapolate).
-
-The top-level 'bag_of_tokens_ceiling' is the best accuracy any model without position
-information can reach (see bag_of_tokens_ceiling), the yardstick for 'none'.
-
-results/attention_maps.json keeps the attention weights of one test sequence under the
-sinusoidal and rotary models, in the windows 0-31 and 96-127, for the figures.
+results/attention_maps.json keeps the attention weights of test sequence ATTENTION_SEQUENCE
+under the sinusoidal and rotary models, in the windows 0-31 and 96-127, for the figure, and
+under 'on_target' the mean (min, max) weight on the target key i - 7 in each window.
 """
 
 import argparse
@@ -49,19 +34,6 @@ import sys
 
 import torch
 
-from problem2.analysis import (
-    ATTENTION_SEQUENCE,
-    LONG_SCHEMES,
-    attention_metrics,
-    attention_tallies,
-    attention_windows,
-    bag_of_tokens_ceiling,
-    learned_table_drift,
-    long_sequence_check,
-    margin_summary,
-    per_position_accuracy,
-    position_score_margins,
-)
 from problem2.config import Config, load_model
 from problem2.dataset import IGNORE_INDEX, SEQUENCE_LENGTHS, OffsetDataset, check_offset_split
 from problem2.model import POSITIONS
@@ -86,6 +58,9 @@ K = Config.k
 BUCKET = 16
 CHECK_SEED = 641
 SHIFT_PAIRS = [(p, s) for p in (0, 1, 5, 17, 63, 100, 127) for s in (1, 3, 7, 32, 64, 128)]
+ATTENTION_SEQUENCE = 0  # index of the test sequence whose attention maps are saved
+ATTENTION_SCHEMES = ("sinusoidal", "rotary")  # the models whose maps are saved
+WINDOWS = ((0, 32), (96, 128))  # [start, end) of the query and key positions shown
 
 
 @torch.no_grad()
@@ -209,10 +184,61 @@ def checks(d_model: int) -> dict:
             "rotary_vs_pairwise_error": rotary_vs_pairwise_error(d_model)}
 
 
+def learned_table_drift(trained: torch.Tensor, initial: torch.Tensor) -> dict:
+    """How far each row of the learned position table moved in training.
+
+    trained, initial: [max_len, d]. Adam moves a row only if it ever had a nonzero gradient,
+    and row p has one only if position p occurs in a training sequence, so rows
+    TRAIN_LENGTH.. should not have moved at all. Returns {'rows_0_63', 'rows_64_127': the
+    mean, min and max distance, rows_moved and initial_row_norm_mean of those rows,
+    'row_distance': [max_len] each row's L2 distance}.
+    """
+    distance = (trained.cpu() - initial.cpu()).norm(dim=1)  # [max_len]
+    initial_norm = initial.cpu().norm(dim=1)
+
+    def summary(rows: slice) -> dict:
+        return {"mean": distance[rows].mean().item(), "min": distance[rows].min().item(),
+                "max": distance[rows].max().item(), "rows_moved": int((distance[rows] > 0).sum()),
+                "initial_row_norm_mean": initial_norm[rows].mean().item()}
+
+    return {"rows_0_63": summary(slice(0, TRAIN_LENGTH)),
+            "rows_64_127": summary(slice(TRAIN_LENGTH, None)),
+            "row_distance": distance.tolist()}
+
+
+@torch.no_grad()
+def attention_windows(model, tokens: torch.Tensor, k: int) -> tuple[dict, dict]:
+    """Attention weights of one sequence tokens [T] in each of WINDOWS (queries and keys
+    both inside the window), rounded to 5 decimals, keyed 'start-end' (inclusive); and per
+    window the weight on the target key i - k over the queries whose target key is inside:
+    {'mean', 'min', 'max', 'queries'}."""
+    model.eval()
+    _, weights = model(tokens[None], return_attention=True)  # [1, T, T]
+    weights = weights[0].cpu()
+    maps, on_target = {}, {}
+    for start, end in WINDOWS:
+        name = f"{start}-{end - 1}"
+        maps[name] = [[round(w, 5) for w in row] for row in weights[start:end, start:end].tolist()]
+        queries = torch.arange(max(start + k, k), end)
+        diagonal = weights[queries, queries - k]
+        on_target[name] = {"mean": diagonal.mean().item(), "min": diagonal.min().item(),
+                           "max": diagonal.max().item(), "queries": len(queries)}
+    return maps, on_target
+
+
 def parse_args(argv=None) -> argparse.Namespace:
     parser = ArgumentParser(__doc__)
     add_common_args(parser, "problem2")
     return parser.parse_args(argv)
+
+
+def load_test_split(data_dir) -> OffsetDataset:
+    """The 128-position test split; a missing or bad file stops the script with one line."""
+    try:
+        check_offset_split(data_dir, "test")  # a bad file stops before any work
+        return OffsetDataset(data_dir, "test", k=K)
+    except (FileNotFoundError, ValueError) as err:
+        raise HomeworkError(str(err)) from None
 
 
 def load_runs(results_dir, device) -> dict:
@@ -235,11 +261,7 @@ def load_runs(results_dir, device) -> dict:
 def main(argv=None) -> int:
     args = parse_args(argv)
     device = setup(args)
-    try:
-        check_offset_split(args.data_dir, "test")  # a bad file stops before any work
-        test_set = OffsetDataset(args.data_dir, "test", k=K)
-    except (FileNotFoundError, ValueError) as err:
-        raise HomeworkError(str(err)) from None
+    test_set = load_test_split(args.data_dir)
     runs = load_runs(args.results_dir, device)
 
     tokens, targets = test_set.tokens.to(device), test_set.targets.to(device)
@@ -247,37 +269,17 @@ def main(argv=None) -> int:
                          "tokens": test_set.tokens[ATTENTION_SEQUENCE].tolist(), "on_target": {}}
     for position, (model, config) in runs.items():
         counts = per_position_counts(model, tokens, targets)
-        metrics[position] = {
-            **position_metrics(counts["correct"], counts["count"]),
-            "per_position": per_position_accuracy(counts["correct"], counts["count"]),
-            "attention": attention_metrics(attention_tallies(model, tokens, targets, K),
-                                           counts["count"])}
+        entry = position_metrics(counts["correct"], counts["count"])
         if position == "learned":
             initial = config.build_model().pos_emb.weight.detach()
-            metrics[position]["table_drift"] = learned_table_drift(model.pos_emb.weight, initial)
-        if position in ("learned", "sinusoidal"):
-            margins = position_score_margins(model, tokens.shape[1], K)
-            metrics[position]["position_score_margin"] = margin_summary(
-                margins, metrics[position]["per_position"])
-        if position in ("sinusoidal", "rotary"):
+            entry["table_drift"] = learned_table_drift(model.pos_emb.weight, initial)
+        if position in ATTENTION_SCHEMES:
             maps[position], maps["on_target"][position] = attention_windows(
                 model, tokens[ATTENTION_SEQUENCE], K)
-        m = metrics[position]
-        print(f"{position:>10}: in_range {m['in_range']:.4f}  beyond {m['beyond']:.4f}  "
-              f"buckets beyond {[round(b, 4) for b in m['beyond_buckets']]}")
-        if position in LONG_SCHEMES:
-            m["long_sequences"] = long_sequence_check(model, config, device)
-            long = m["long_sequences"]
-            print(f"{'':>10}  {long['num_sequences']} fresh sequences of {long['length']} "
-                  f"(seed {long['seed']}), per {long['length'] // len(long['buckets'])} "
-                  f"positions: {[round(b, 4) for b in long['buckets']]}")
+        metrics[position] = entry
+        print(f"{position:>10}: in_range {entry['in_range']:.4f}  beyond {entry['beyond']:.4f}  "
+              f"buckets beyond {[round(b, 4) for b in entry['beyond_buckets']]}")
 
-    ceiling = bag_of_tokens_ceiling(test_set.tokens, K)
-    metrics["bag_of_tokens_ceiling"] = {
-        "in_range": ceiling[:TRAIN_LENGTH].nanmean().item(),
-        "beyond": ceiling[TRAIN_LENGTH:].nanmean().item(),
-        "buckets": [ceiling[s:s + BUCKET].nanmean().item()
-                    for s in range(0, ceiling.shape[0], BUCKET)]}
     metrics["checks"] = checks(Config.d_model)
     print("checks:", {name: f"{value:.3g}" for name, value in metrics["checks"].items()})
     write_json(args.results_dir / "metrics.json", metrics)

@@ -48,11 +48,8 @@ class OffsetRetrievalModel(nn.Module):
         self.W_o = nn.Linear(d_model, d_model)
         self.head = nn.Linear(d_model, vocab_size)
 
-    def forward(self, tokens: torch.Tensor, return_attention: bool = False,
-                max_distance: int | None = None):
-        """tokens [B, T] -> logits [B, T, vocab] (and attention weights [B, T, T]).
-        max_distance (an analysis, not part of the homework): query i sees only the keys
-        i - max_distance + 1 .. i."""
+    def forward(self, tokens: torch.Tensor, return_attention: bool = False):
+        """tokens [B, T] -> logits [B, T, vocab] (and attention weights [B, T, T])."""
         T = tokens.shape[1]
         if T > self.max_len:
             raise ValueError(f"sequence length {T} exceeds max_len {self.max_len}")
@@ -68,8 +65,6 @@ class OffsetRetrievalModel(nn.Module):
             q, k = apply_rotary(q, positions), apply_rotary(k, positions)
         scores = q @ k.transpose(-2, -1) / math.sqrt(self.d_model)  # [B, T, T]
         causal = torch.ones(T, T, dtype=torch.bool, device=tokens.device).tril()
-        if max_distance is not None:
-            causal &= ~causal.tril(-max_distance)
         scores = scores.masked_fill(~causal, float("-inf"))
         weights = torch.softmax(scores, dim=-1)  # [B, T, T], row i over keys 0..i
         logits = self.head(x + self.W_o(weights @ v))

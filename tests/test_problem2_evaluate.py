@@ -78,6 +78,12 @@ def test_accuracy_over_and_position_metrics_by_hand():
     assert beyond == [1.0, 0.0, 0.0, 0.0], (
         "position_metrics' beyond_buckets must be the last four buckets, 64-79 .. 112-127 "
         f"([1, 0, 0, 0] here), not {beyond}: are they the first four?")
+    correct[63] = 0  # the last position below the training length now wrong
+    in_range = as_float(evaluate.position_metrics(correct, count)["in_range"])
+    assert in_range == pytest.approx(56 / 57), (
+        "position_metrics' in_range must pool every position below the training length, the "
+        f"last one (63) included: 56 right of 57 here, not {in_range}: does its range stop "
+        "one short?")
 
 
 def test_per_position_counts_with_a_stub_model():
@@ -121,7 +127,7 @@ def test_pairwise_rotary_by_hand():
 def test_metrics(problem2_runs):
     _, results = problem2_runs()
     metrics = read(results / "metrics.json")
-    assert set(metrics) == {*POSITIONS, "checks", "bag_of_tokens_ceiling"}
+    assert set(metrics) == {*POSITIONS, "checks"}
     for position in POSITIONS:
         m = metrics[position]
         assert 0 <= m["in_range"] <= 1 and 0 <= m["beyond"] <= 1, (
@@ -134,14 +140,13 @@ def test_metrics(problem2_runs):
         assert m["beyond"] == pytest.approx(sum(m["beyond_buckets"]) / 4), (
             "beyond must pool the positions of its four equal-sized buckets: do its range and "
             f"the buckets' ranges differ (position scheme {position})?")
-        assert len(m["per_position"]) == 128 and m["per_position"][:7] == [None] * 7, (
-            "per_position must hold 128 accuracies, None where a position has no target "
-            f"(position scheme {position})")
-        # in_range pools positions 7..63 (57 per sequence), the per-position accuracies agree
-        in_range = sum(m["per_position"][7:64]) / 57
+        # in_range pools positions 7..63: 9 targets per sequence in bucket 0-15, 16 in the
+        # other three
+        in_range = (9 * m["buckets"][0] + 16 * sum(m["buckets"][1:4])) / 57
         assert m["in_range"] == pytest.approx(in_range), (
-            "in_range must pool every position below the training length, the last one "
-            f"included: does its range stop one short (position scheme {position})?")
+            "in_range must pool the positions of the four buckets below the training length, "
+            f"the last position (63) included: does its range stop one short (position "
+            f"scheme {position})?")
 
 
 def part_b_and_c_are_right() -> dict:

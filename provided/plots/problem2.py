@@ -3,9 +3,8 @@
 Students: given; figures only, you need not read it.
 
     accuracy_by_bucket.png   test accuracy per 16-position bucket over 0..127, four schemes,
-                             the training length marked (no line crosses it); below, when
-                             metrics.json has it, the evaluation-only length check: sinusoidal
-                             and rotary per 64-position bucket on fresh sequences of 512
+                             the training length marked (no line crosses it), with the range
+                             over the seeds beyond 64 when reference_bands.json has them
     attention_maps.png       one test sequence's attention weights under the sinusoidal and
                              rotary models, positions 0-31 and 96-127 side by side
     learned_table_drift.png  distance of each learned-table row from its initial value
@@ -22,9 +21,9 @@ from provided.results import read_json
 SCHEMES = ("none", "learned", "sinusoidal", "rotary")
 COLORS = {"none": "tab:gray", "learned": "tab:blue", "sinusoidal": "tab:orange",
           "rotary": "tab:green"}
-MARKERS = {  # distinct shapes; 'none': large open squares, no line, over the ceiling line
+MARKERS = {  # distinct shapes; 'none': large open squares
     "none": {"marker": "s", "markersize": 8, "markerfacecolor": "white",
-             "markeredgewidth": 1.8, "linestyle": "none"},
+             "markeredgewidth": 1.8},
     "learned": {"marker": "o", "markersize": 6},
     "sinusoidal": {"marker": "D", "markersize": 5.5},
     "rotary": {"marker": "^", "markersize": 6.5},
@@ -53,15 +52,9 @@ BEYOND_BUCKETS = ("64-79", "80-95", "96-111", "112-127")  # the reference bands'
 
 def bucket_panel(ax, metrics: dict, bands: dict):
     """Test split, positions 0..127: bucket markers (lines only within the training length
-    and within the unseen positions, never across), faint per-position lines, and beyond 64
-    bars over the seeds' range when reference_bands.json holds several seeds."""
+    and within the unseen positions, never across), and beyond 64 bars over the seeds' range
+    when reference_bands.json holds several seeds."""
     ax.set_xlim(0, 128)
-    if "bag_of_tokens_ceiling" in metrics:  # drawn first: the 'none' markers sit on top
-        buckets = metrics["bag_of_tokens_ceiling"]["buckets"]
-        centers = [BUCKET * b + (BUCKET - 1) / 2 for b in range(len(buckets))]
-        for i, (x, y) in enumerate(split_at(centers, buckets, TRAIN_LENGTH)):
-            ax.plot(x, y, color="black", linestyle="--", linewidth=1.2, zorder=2,
-                    label="best without position (bag of tokens)" if i == 0 else None)
     for scheme in SCHEMES:
         if scheme not in metrics:
             continue
@@ -76,9 +69,6 @@ def bucket_panel(ax, metrics: dict, bands: dict):
             if band and band["n_seeds"] > 1 and not np.isnan(y):
                 ax.errorbar([x], [y], yerr=[[max(y - band["min"], 0)], [max(band["max"] - y, 0)]],
                             fmt="none", ecolor=COLORS[scheme], capsize=3, alpha=0.8, zorder=4)
-        per_position = [np.nan if a is None else a for a in metrics[scheme]["per_position"]]
-        for x, y in split_at(range(len(per_position)), per_position, TRAIN_LENGTH):
-            ax.plot(x, y, color=COLORS[scheme], alpha=0.3, linewidth=0.8, zorder=3)
     ax.axhline(1 / VOCAB, color="black", linestyle=":", linewidth=1, label="chance (1/16)")
     mark_training_length(ax, 0.62, "training length 64:\npositions 64-127 unseen\n"
                                    "(shaded)")
@@ -88,58 +78,16 @@ def bucket_panel(ax, metrics: dict, bands: dict):
     ax.set_ylabel("accuracy (fraction of targets)")
     seeds = max((b["n_seeds"] for run in bands.values() for b in run.values()), default=1)
     ax.set_title("Test split, sequences of 128: markers per 16-position bucket (nudged "
-                 "apart within it), faint lines per position"
+                 "apart within it)"
                  + (f";\nseed 0, bars beyond 64: range over {seeds} seeds" if seeds > 1 else ""),
                  fontsize=10)
     legend_right(ax)
 
 
-def long_sequence_panel(ax, metrics: dict):
-    """Evaluation-only check: fresh sequences of 512, accuracy per bucket (of 64)."""
-    schemes = [s for s in SCHEMES if "long_sequences" in metrics.get(s, {})]
-    first = metrics[schemes[0]]["long_sequences"]
-    length = first["length"]
-    ax.set_xlim(0, length)
-    for scheme in schemes:
-        entry = metrics[scheme]["long_sequences"]
-        size = entry["length"] // len(entry["buckets"])
-        buckets = [np.nan if b is None else b for b in entry["buckets"]]
-        centers = [size * b + (size - 1) / 2 + OFFSETS[scheme] * size / BUCKET
-                   for b in range(len(buckets))]
-        for i, (x, y) in enumerate(split_at(centers, buckets, TRAIN_LENGTH)):
-            ax.plot(x, y, color=COLORS[scheme], linewidth=1.6, zorder=4, **MARKERS[scheme],
-                    label=f"{scheme} (bucket of {size})" if i == 0 else None)
-        for x, y in zip(centers, buckets):
-            if not np.isnan(y):
-                ax.annotate(f"{y:.3f}", (x, y), textcoords="offset points", fontsize=7.5,
-                            xytext=(0, 7 if scheme == "rotary" else -12), ha="center",
-                            color=COLORS[scheme], zorder=6)
-    ax.axhline(1 / VOCAB, color="black", linestyle=":", linewidth=1, label="chance (1/16)")
-    ax.axvline(128 - 0.5, color="black", linestyle="-.", linewidth=1,
-               label="end of the 128-position test split")
-    mark_training_length(ax, 0.55, "training\nlength 64")
-    ax.set_xticks(range(0, length + 1, 64))
-    ax.set_ylim(-0.02, 1.08)
-    ax.set_xlabel(f"position in a fresh {length}-token sequence (token index)")
-    ax.set_ylabel("accuracy (fraction of targets)")
-    ax.set_title(f"Evaluation-only length check: {first['num_sequences']} fresh uniform "
-                 f"sequences of {length} (data seed {first['seed']}),\nthe seed-0 models' "
-                 f"weights, each model rebuilt "
-                 f"with max_len {length} (learned skipped: its table has 128 rows)",
-                 fontsize=10)
-    legend_right(ax)
-
-
 def accuracy_by_bucket(metrics: dict, out_dir: Path, bands: dict | None = None) -> Path:
-    long_check = any("long_sequences" in metrics.get(s, {}) for s in SCHEMES)
-    fig, axes = plt.subplots(2 if long_check else 1, 1, squeeze=False,
-                             figsize=(9.5, 8.6 if long_check else 4.4))
-    bucket_panel(axes[0, 0], metrics, bands or {})
-    if long_check:
-        long_sequence_panel(axes[1, 0], metrics)
-        fig.subplots_adjust(hspace=0.45)
-    fig.suptitle("Offset retrieval (k = 7): accuracy by position", y=0.95 if long_check
-                 else 1.04)
+    fig, ax = plt.subplots(figsize=(9.5, 4.4))
+    bucket_panel(ax, metrics, bands or {})
+    fig.suptitle("Offset retrieval (k = 7): accuracy by position", y=1.04)
     return save_figure(fig, out_dir, "accuracy_by_bucket")
 
 

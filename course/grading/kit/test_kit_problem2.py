@@ -1,6 +1,8 @@
-"""Problem 2's provided code (not graded): the model, the analyses of evaluate.py (attention
-tallies, bag-of-tokens ceiling, score margins, table drift, attention windows), the figures,
-and the scripts' handling of bad input. These run against the reference solution."""
+"""Problem 2's provided code (not graded): the model, the given parts of evaluate.py (table
+drift, attention windows), the figures, and the scripts' handling of bad input; and the
+course's analyses around it (course/tools/problem2_analysis.py: per-position accuracy,
+attention tallies, bag-of-tokens ceiling, score margins; its figure; rotary_window's
+windowed forward). These run against the reference solution."""
 
 import json
 import math
@@ -13,13 +15,16 @@ import numpy as np
 import pytest
 import torch
 
-from problem2 import analysis, evaluate, train
+from course.tools import problem2_analysis as analysis
+from course.tools import problem2_figures
+from course.tools.rotary_window import Windowed
+from problem2 import evaluate, train
 from problem2.dataset import IGNORE_INDEX, OffsetDataset
 from problem2.model import POSITIONS, OffsetRetrievalModel
 from problem2.positional import sinusoidal_table
 from provided.common import DATA_DIR
 from provided.plots.problem2 import make_figures
-from tests.tiny import ReadsKeyAtDistance, offset_runs
+from tests.tiny import ReadsKeyAtDistance, offset_runs, script_args
 
 pytestmark = pytest.mark.kit
 
@@ -29,8 +34,12 @@ REPO = Path(__file__).resolve().parents[3]
 @pytest.fixture(scope="module")
 def problem2_runs(tmp_path_factory):
     """Tiny data (40 train sequences of 64: one step per epoch; 6 test sequences of 128),
-    the four schemes trained for 3 steps, then evaluate.py: (data_dir, results_dir)."""
-    return offset_runs(tmp_path_factory.mktemp("problem2"), evaluate=True)
+    the four schemes trained for 3 steps, then evaluate.py and the course's analyses:
+    (data_dir, results_dir)."""
+    root = tmp_path_factory.mktemp("problem2")
+    data, results = offset_runs(root, evaluate=True)
+    assert analysis.main(script_args(root, data)) == 0
+    return data, results
 
 
 def read(path: Path):
@@ -170,15 +179,52 @@ def test_attention_tallies_with_stub_models():
         assert got == pytest.approx(expected)
 
 
-def test_provided_analyses_in_metrics(problem2_runs):
-    _, results = problem2_runs
-    metrics = read(results / "metrics.json")
-    for position in ("learned", "sinusoidal"):
-        margin = metrics[position]["position_score_margin"]
-        assert len(margin["per_position"]) == 128 and margin["per_position"][0] is None
+def test_metrics_hold_the_homework_and_the_table_drift(problem2_runs):
+    metrics = read(problem2_runs[1] / "metrics.json")
+    assert list(metrics) == [*POSITIONS, "checks"]
+    homework = ["in_range", "beyond", "beyond_buckets", "buckets"]
+    for position in POSITIONS:
+        assert list(metrics[position]) == homework + (["table_drift"] if position == "learned"
+                                                      else [])
     drift = metrics["learned"]["table_drift"]
     assert drift["rows_64_127"]["max"] == 0.0  # positions 64.. never seen: no gradient
     assert drift["rows_0_63"]["min"] > 0 and drift["rows_0_63"]["rows_moved"] == 64
+
+
+def test_analysis_json(problem2_runs):
+    _, results = problem2_runs
+    metrics, found = read(results / "metrics.json"), read(results / "analysis.json")
+    assert list(found) == [*POSITIONS, "bag_of_tokens_ceiling"]
+    for position in POSITIONS:
+        entry = found[position]
+        extra = {"learned": ["position_score_margin"],
+                 "sinusoidal": ["position_score_margin", "long_sequences"],
+                 "rotary": ["long_sequences"]}.get(position, [])
+        assert list(entry) == ["per_position", "attention", *extra]
+        per_position = entry["per_position"]
+        assert len(per_position) == 128 and per_position[:7] == [None] * 7
+        # the test sequences all have a target at 7..127: in_range is the mean over 7..63
+        assert metrics[position]["in_range"] == pytest.approx(sum(per_position[7:64]) / 57)
+        assert metrics[position]["beyond"] == pytest.approx(sum(per_position[64:]) / 64)
+        assert set(entry["attention"]) == {"on_target", "on_neighbours", "on_unseen_distances"}
+    for position in ("learned", "sinusoidal"):
+        margin = found[position]["position_score_margin"]
+        assert len(margin["per_position"]) == 128 and margin["per_position"][0] is None
+    for position in ("sinusoidal", "rotary"):
+        assert len(found[position]["long_sequences"]["buckets"]) == 8
+    ceiling = found["bag_of_tokens_ceiling"]
+    assert len(ceiling["buckets"]) == 8 and 1 / 16 < ceiling["beyond"] < ceiling["in_range"] < 1
+
+
+def test_analysis_without_models_fails_cleanly(problem2_runs, tmp_path, capsys):
+    data, _ = problem2_runs
+    with pytest.raises(SystemExit):
+        analysis.main(["--data_dir", str(data), "--results_dir", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert "train.py" in err and "Traceback" not in err
+    with pytest.raises(SystemExit):
+        problem2_figures.main(["--results_dir", str(tmp_path)])
+    assert "course.tools.problem2_analysis" in capsys.readouterr().err
 
 
 def test_train_missing_data_fails_cleanly(tmp_path, capsys):
@@ -223,7 +269,7 @@ def test_learned_table_drift_by_hand():
     trained = initial.clone()
     trained[0] = torch.tensor([3.0, 4.0])
     trained[1] = torch.tensor([0.0, 1.0])
-    drift = analysis.learned_table_drift(trained, initial)
+    drift = evaluate.learned_table_drift(trained, initial)
     assert drift["row_distance"][:3] == [5.0, 1.0, 0.0]
     assert drift["rows_0_63"]["max"] == 5.0 and drift["rows_0_63"]["rows_moved"] == 2
     assert drift["rows_64_127"]["max"] == 0.0 and drift["rows_64_127"]["rows_moved"] == 0
@@ -258,17 +304,26 @@ def test_figures(problem2_runs, tmp_path):
     assert all(p.stat().st_size > 10_000 for p in paths)
 
 
-def test_max_distance_hides_exactly_the_far_keys():
-    """The analysis option of course/tools/rotary_window.py: query i sees keys i - d + 1 .. i."""
-    from problem2.model import OffsetRetrievalModel
+def test_research_figure(problem2_runs, tmp_path):
+    results = problem2_runs[1]
+    assert problem2_figures.main(["--results_dir", str(results), "--out_dir", str(tmp_path)]) == 0
+    assert (tmp_path / "accuracy_by_position.png").stat().st_size > 10_000
 
+
+def test_windowed_rotary_hides_exactly_the_far_keys():
+    """course/tools/rotary_window.py's forward: query i sees keys i - d + 1 .. i, and with
+    every key in reach it is the model's own forward, bit for bit."""
     torch.manual_seed(0)
     model = OffsetRetrievalModel("rotary", max_len=12).eval()
     tokens = torch.randint(0, 16, (2, 12))
-    _, full = model(tokens, return_attention=True)
-    logits, windowed = model(tokens, return_attention=True, max_distance=3)
+    with torch.no_grad():
+        logits, full = model(tokens, return_attention=True)
+        assert all(torch.equal(a, b) for a, b in zip(
+            Windowed(model, 12)(tokens, return_attention=True), (logits, full)))
+        _, windowed = Windowed(model, 3)(tokens, return_attention=True)
     i, j = torch.meshgrid(torch.arange(12), torch.arange(12), indexing="ij")
     assert torch.all(windowed[:, (i - j >= 3) | (j > i)] == 0)
     assert torch.all(windowed[:, (i - j < 3) & (j <= i)] > 0)
-    assert torch.equal(model(tokens, max_distance=None), model(tokens))
     torch.testing.assert_close(full[:, :3, :3], windowed[:, :3, :3])
+    with pytest.raises(ValueError, match="rotary"):
+        Windowed(OffsetRetrievalModel("sinusoidal"), 3)

@@ -1,4 +1,4 @@
-"""Problem 2's evaluation-only length check (provided code in problem2/evaluate.py): fresh
+"""Problem 2's evaluation-only length check (course/tools/problem2_analysis.py): fresh
 sequences of 512 drawn by their own generator, and the accuracy per 64-position bucket,
 checked by hand on a stub whose right and wrong positions are known."""
 
@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch import nn
 
-from problem2 import analysis
+from course.tools import problem2_analysis as analysis
 from problem2.config import Config
 
 pytestmark = pytest.mark.kit

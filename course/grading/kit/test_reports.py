@@ -117,15 +117,15 @@ def p1_quotes() -> list[str]:
 
 
 def p2_quotes() -> list[str]:
-    metrics = load("problem2", "metrics.json")
+    metrics, analysis = load("problem2", "metrics.json"), load("problem2", "analysis.json")
     uniform = statistics.fmean(1 / (i + 1) for i in range(7, 64))
-    rotary = metrics["rotary"]["long_sequences"]["buckets"]
+    rotary = analysis["rotary"]["long_sequences"]["buckets"]
     window = load("problem2", "rotary_window.json")["seeds"]
-    seed_rotary = {seed: load("problem2", f"seeds/seed{seed}/metrics.json")["rotary"]
+    seed_rotary = {seed: load("problem2", f"seeds/seed{seed}/analysis.json")["rotary"]
                    ["long_sequences"]["buckets"] for seed in (1, 2, 3, 4)}
     return [
         f"weight on the target key averages "
-        f"{fmt(metrics['none']['attention']['on_target']['in_range'])} over queries 7–63",
+        f"{fmt(analysis['none']['attention']['on_target']['in_range'])} over queries 7–63",
         f"averaged over the same queries, would give {fmt(uniform)}",
         f"then falls to {fmt(rotary[6])} at 384–447 and {fmt(rotary[7])} at 448–511",
         f"Rotary stays at {fmt(min(rotary[1:6]))}–{fmt(max(rotary[1:6]))} per bucket up to "
@@ -139,7 +139,7 @@ def p2_quotes() -> list[str]:
         f"(against {', '.join(fmt(window[str(s)]['full'][7]) for s in range(4))} and "
         f"{fmt(window['4']['full'][7])} at 448–511 without the mask)",
         f"below the {fmt(metrics['none']['beyond'])} that the position-free model reaches (and "
-        f"the {fmt(metrics['bag_of_tokens_ceiling']['beyond'])} bag-of-tokens ceiling)",
+        f"the {fmt(analysis['bag_of_tokens_ceiling']['beyond'])} bag-of-tokens ceiling)",
     ]
 
 

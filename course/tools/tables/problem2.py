@@ -1,5 +1,6 @@
 """Problem 2's report tables: each renders one marked table of course/reports/problem2.md from
-problem2/results/."""
+problem2/results/ (metrics.json, reference_bands.json and, for the length-512 check, the
+course's analysis.json)."""
 
 
 from course.grading.bands import P2_BUCKETS
@@ -15,6 +16,8 @@ from course.tools.tables.style import (
     table,
 )
 from problem2.config import RUNS
+from provided.common import results_dir
+from provided.results import read_json
 
 P2_SCHEMES = list(RUNS)
 P2_QUANTITIES = ("in_range", "beyond", *[f"bucket_{b}" for b in P2_BUCKETS])
@@ -63,14 +66,17 @@ def p2_sinusoidal_seeds(m: dict, bands: dict) -> str:
 
 
 def p2_long(m: dict, bands: dict) -> str:
-    schemes = [s for s in P2_SCHEMES if "long_sequences" in m[s]]
-    first = m[schemes[0]]["long_sequences"]
+    """The length-512 check of analysis.json, per 64-position bucket."""
+    analysis = read_json(results_dir("problem2") / "analysis.json")
+    schemes = [s for s in P2_SCHEMES if "long_sequences" in analysis[s]]
+    first = analysis[schemes[0]]["long_sequences"]
     width = first["length"] // len(first["buckets"])
     header = ["positions", *schemes]
     rows = []
     for i in range(len(first["buckets"])):
         label = f"{i * width}{DASH}{(i + 1) * width - 1}"
-        rows.append([label, *[fmt(m[s]["long_sequences"]["buckets"][i]) for s in schemes]])
+        rows.append([label, *[fmt(analysis[s]["long_sequences"]["buckets"][i])
+                              for s in schemes]])
     return table(header, rows, "l" + "r" * len(schemes))
 
 
