@@ -144,3 +144,30 @@ def test_the_makefile_makes_its_run_registry_from_the_problems_configs(tmp_path)
                          capture_output=True, text=True, check=True).stdout
     assert (tmp_path / "build" / "runs.mk").read_text() == run_registry()
     assert "-m problem2.train --position rotary " in out
+
+
+def test_problem2_analysis_follows_each_folders_metrics(tmp_path):
+    """course/tools/problem2_analysis.py writes each folder's analysis.json after that folder's
+    metrics.json (seed 0 with problem2-analysis, then its figure; seeds 1-4 with
+    seeds-problem2), and leaves a finished seed folder alone."""
+    commands = dry_run(tmp_path, "problem2-analysis", "seeds-problem2", "NPROC=2")
+
+    def place(script: str, folder: str | None) -> int:
+        """Index of the command running script on folder (None: the default folder)."""
+        return next(i for i, c in enumerate(commands) if f"-m {script} " in f"{c} " and (
+            f"--results_dir {folder} " in c if folder else "--results_dir" not in c))
+
+    assert sum("-m course.tools.problem2_analysis " in c for c in commands) == 5
+    for folder in [None] + [f"problem2/results/seeds/seed{s}" for s in (1, 2, 3, 4)]:
+        assert place("problem2.evaluate", folder) < place("course.tools.problem2_analysis",
+                                                          folder)
+    assert place("course.tools.problem2_analysis", None) < place("course.tools.problem2_figures",
+                                                                 None)
+    seed1 = tmp_path / "problem2/results/seeds/seed1"
+    seed1.mkdir(parents=True)
+    for name in [f"training_log_{p}.json" for p in ("none", "learned", "sinusoidal", "rotary")]:
+        (seed1 / name).write_text("{}")
+    (seed1 / "metrics.json").write_text("{}")
+    assert any("seed1" in c for c in dry_run(tmp_path, "seeds-problem2", "NPROC=2"))
+    (seed1 / "analysis.json").write_text("{}")
+    assert not any("seed1" in c for c in dry_run(tmp_path, "seeds-problem2", "NPROC=2"))
