@@ -1,19 +1,20 @@
 """Problem 1, Part E: test metrics of every trained run, and head analysis of the n4000 models.
 
-Students: you write the four Part E functions; main, below them, is given (it scores head
-sets with problem1/heads.py, which need not be read).
+Students: you write the four Part E functions; main, below them, is given. HEAD_NAMES and
+attention_module, which remove_head uses, come from problem1/heads.py, beside the given
+scorer of head sets that main runs your functions with (the rest of heads.py need not be
+read).
 
     python evaluate.py                (from problem1/)
     python -m problem1.evaluate       (from the root)
 
 For each of the six runs whose weights exist it records test exact match, test token
-accuracy and steps_to_95 (from the training log) in results/metrics.json. On the two
-n4000 models it measures the test exact match with each of the 24 heads removed alone
-(metrics.json['ablation']), prunes heads greedily down to none (metrics.json['pruning']),
-and writes the mean attention maps, with the decoder fed its own greedy predictions, to
-results/attention_maps.json. results/breakdown.json locates each run's test errors: digit
-accuracy per place of the sum, exact match by number of carries. A missing run is
-reported in one line and skipped.
+accuracy and steps_to_95 (from the training log) in results/metrics.json, keyed by run
+name. On the two n4000 models it measures the test exact match with each of the 24 heads
+removed alone (metrics.json['ablation']), prunes heads greedily down to none
+(metrics.json['pruning']), and writes the mean attention maps, with the decoder fed its
+own greedy predictions, to results/attention_maps.json. A missing run is reported in one
+line and skipped.
 """
 
 import argparse
@@ -24,23 +25,10 @@ import torch
 
 from problem1.config import ANALYSED_TRAIN_SIZE, PRESCRIBED, load_model
 from problem1.dataset import BOS, DIGIT_ORDERS, AdditionDataset
-from problem1.heads import HeadRemovalScorer, breakdown
+from problem1.heads import HEAD_NAMES, HeadRemovalScorer, attention_module
 from problem1.model import score_predictions
 from provided.common import ArgumentParser, HomeworkError, add_common_args, script, setup
 from provided.results import BadFileError, read_json, write_json
-
-# The 24 heads, in the order of the report: encoder self-attention of layers 0 and 1, then
-# per decoder layer its causal self-attention and its cross-attention.
-ATTENTIONS = ["enc0.self", "enc1.self", "dec0.self", "dec0.cross", "dec1.self", "dec1.cross"]
-HEAD_NAMES = [f"{attention}.h{h}" for attention in ATTENTIONS for h in range(4)]
-
-
-def attention_module(model, attention: str):
-    """'enc0.self' / 'dec1.cross' ... -> that layer's MultiHeadAttention module."""
-    stack, kind = attention.split(".")
-    layers = model.encoder_layers if stack.startswith("enc") else model.decoder_layers
-    layer = layers[int(stack[3:])]
-    return layer.self_attn if kind == "self" else layer.cross_attn
 
 
 def remove_head(model, name: str) -> None:
@@ -106,11 +94,17 @@ def mean_attention_maps(model, dataset, device=None) -> dict:
 
 def parse_args(argv=None) -> argparse.Namespace:
     parser = ArgumentParser(__doc__)
-    parser.add_argument("--heads", choices=("analyse", "skip"), default="analyse",
-                        help="'skip' records only the test metrics, without the head analysis "
-                             "of the n4000 runs (the extra seeds use it)")
     add_common_args(parser, "problem1")
     return parser.parse_args(argv)
+
+
+def test_splits(data_dir) -> dict:
+    """{digit order: the test split in that order}; a missing or bad data file stops the
+    script with the data module's message."""
+    try:
+        return {order: AdditionDataset(data_dir, "test", order) for order in DIGIT_ORDERS}
+    except (FileNotFoundError, ValueError) as err:
+        raise HomeworkError(str(err)) from None
 
 
 def load_run(config, args, device):
@@ -125,6 +119,30 @@ def load_run(config, args, device):
     return load_model(path, device)
 
 
+def decoded_runs(args, device):
+    """Every prescribed run whose weights are in args.results_dir, in the order of
+    PRESCRIBED, greedy-decoded on the test split of its digit order.
+
+    Yields (model, its saved Config, the test split, predicted [N, 4] on the CPU). A
+    missing run is skipped with one line; none at all stops the script.
+    """
+    tests = test_splits(args.data_dir)
+    found = False
+    for config in PRESCRIBED:
+        loaded = load_run(config, args, device)
+        if loaded is None:
+            continue
+        found = True
+        model, saved = loaded
+        test = tests[saved.digit_order]
+        with torch.inference_mode():
+            predicted = model.generate(test.src.to(device)).cpu()
+        yield model, saved, test, predicted
+    if not found:
+        raise HomeworkError(f"no trained model in {args.results_dir}: run problem1/train.py first "
+                            "(see the README)")
+
+
 def logged_steps_to_95(run: str, results_dir):
     path = results_dir / f"training_log_{run}.json"
     if not path.exists():
@@ -137,57 +155,51 @@ def logged_steps_to_95(run: str, results_dir):
                             "the run") from None
 
 
+def test_metrics(run: str, predicted, test, results_dir) -> dict:
+    """metrics.json's entry of one run, printed in one line: its test exact match and
+    token accuracy (predicted [N, 4] against test.tgt_out) and its logged steps_to_95."""
+    exact, token = score_predictions(predicted, test.tgt_out)
+    metrics = {"test_exact_match": exact, "test_token_accuracy": token,
+               "steps_to_95": logged_steps_to_95(run, results_dir)}
+    print(f"{run}: test exact match {exact:.4f}, token accuracy {token:.4f}, "
+          f"steps_to_95 {metrics['steps_to_95']}")
+    return metrics
+
+
 def rounded(tensor) -> list:
     return torch.round(tensor, decimals=5).tolist()
+
+
+def head_analysis(model, test, device, run: str) -> tuple[dict, list[dict], dict]:
+    """One n4000 model's single-head ablation, greedy pruning curve and mean attention maps
+    (rounded lists) on the test split, with one line on how many heads it needs."""
+    start = time.perf_counter()
+    score = HeadRemovalScorer(model, test, device, remove_head, desc=run)
+    ablation, pruning = single_head_ablation(score), greedy_pruning(score)
+    maps = {name: rounded(m) for name, m in mean_attention_maps(model, test, device).items()}
+    kept = [len(HEAD_NAMES) - len(point["removed"]) for point in pruning
+            if point["test_exact_match"] >= 0.95]
+    print(f"{run}: {score.calls} head sets scored for ablation and pruning; fewest heads "
+          f"left with test exact match >= 0.95: {min(kept) if kept else None} "
+          f"({time.perf_counter() - start:.0f} s)")
+    return ablation, pruning, maps
 
 
 @script
 def main(argv=None) -> int:
     args = parse_args(argv)
     device = setup(args)
-    metrics, ablation, pruning, maps, errors = {}, {}, {}, {}, {}
+    metrics, ablation, pruning, maps = {}, {}, {}, {}
     start = time.perf_counter()
-    try:
-        tests = {order: AdditionDataset(args.data_dir, "test", order) for order in DIGIT_ORDERS}
-    except (FileNotFoundError, ValueError) as err:
-        raise HomeworkError(str(err)) from None
-    for config in PRESCRIBED:
-        loaded = load_run(config, args, device)
-        if loaded is None:
-            continue
-        model, saved = loaded
-        run, test = saved.run, tests[saved.digit_order]
-        with torch.inference_mode():
-            predicted = model.generate(test.src.to(device)).cpu()
-        exact, token = score_predictions(predicted, test.tgt_out)
-        errors[run] = breakdown(predicted, test, saved.digit_order)
-        metrics[run] = {"test_exact_match": exact, "test_token_accuracy": token,
-                        "steps_to_95": logged_steps_to_95(run, args.results_dir)}
-        print(f"{run}: test exact match {exact:.4f}, token accuracy {token:.4f}, "
-              f"steps_to_95 {metrics[run]['steps_to_95']}")
-        if saved.train_size == ANALYSED_TRAIN_SIZE and args.heads == "analyse":
-            score = HeadRemovalScorer(model, test, device, desc=run)
-            ablation[run] = single_head_ablation(score)
-            pruning[run] = greedy_pruning(score)
-            maps[run] = {name: rounded(m) for name, m in
-                         mean_attention_maps(model, test, device).items()}
-            kept = [len(HEAD_NAMES) - len(point["removed"]) for point in pruning[run]
-                    if point["test_exact_match"] >= 0.95]
-            print(f"{run}: {score.calls} head sets scored for ablation and pruning; fewest heads "
-                  f"left with test exact match >= 0.95: {min(kept) if kept else None} "
-                  f"({time.perf_counter() - start:.0f} s)")
-    if not metrics:
-        raise HomeworkError(f"no trained model in {args.results_dir}: run problem1/train.py first "
-                            "(see the README)")
-    metrics["ablation"] = ablation
-    metrics["pruning"] = pruning
-    write_json(args.results_dir / "metrics.json", metrics)
-    written = ["metrics.json", "breakdown.json"]
-    write_json(args.results_dir / "breakdown.json", errors)
-    if args.heads == "analyse":
-        write_json(args.results_dir / "attention_maps.json", maps)
-        written.append("attention_maps.json")
-    print(f"wrote {', '.join(written)} to {args.results_dir} in "
+    for model, saved, test, predicted in decoded_runs(args, device):
+        run = saved.run
+        metrics[run] = test_metrics(run, predicted, test, args.results_dir)
+        if saved.train_size == ANALYSED_TRAIN_SIZE:
+            ablation[run], pruning[run], maps[run] = head_analysis(model, test, device, run)
+    write_json(args.results_dir / "metrics.json",
+               {**metrics, "ablation": ablation, "pruning": pruning})
+    write_json(args.results_dir / "attention_maps.json", maps)
+    print(f"wrote metrics.json, attention_maps.json to {args.results_dir} in "
           f"{time.perf_counter() - start:.0f} s")
     return 0
 

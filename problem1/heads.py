@@ -1,8 +1,9 @@
-"""Problem 1: the head analysis's scorer and the error breakdown, given code.
+"""Problem 1: the 24 heads and the fast scorer of head sets behind evaluate.py's head analysis.
 
-Students: given; this is what makes evaluate.py's head analysis fast (HeadRemovalScorer,
-greedy_reproduces) and what locates each run's errors (carries, breakdown). Your Part E
-functions do not need it, and you need not read it.
+Students: given. HEAD_NAMES and attention_module, first below, name the heads and find the
+attention each belongs to: your remove_head in evaluate.py uses them. The rest is what
+makes the head analysis fast (HeadRemovalScorer, greedy_reproduces); your Part E functions
+do not need it, and you need not read it.
 """
 
 import copy
@@ -13,16 +14,23 @@ from tqdm import tqdm
 
 from problem1.model import NUM_DIGITS
 
+# The 24 heads, in the order of the report: encoder self-attention of layers 0 and 1, then
+# per decoder layer its causal self-attention and its cross-attention.
+ATTENTIONS = ["enc0.self", "enc1.self", "dec0.self", "dec0.cross", "dec1.self", "dec1.cross"]
+HEAD_NAMES = [f"{attention}.h{h}" for attention in ATTENTIONS for h in range(4)]
 
-def _evaluate():
-    """problem1.evaluate, imported when first used: it imports this module itself."""
-    from problem1 import evaluate
 
-    return evaluate
+def attention_module(model, attention: str):
+    """'enc0.self' / 'dec1.cross' ... -> that layer's MultiHeadAttention module."""
+    stack, kind = attention.split(".")
+    layers = model.encoder_layers if stack.startswith("enc") else model.decoder_layers
+    layer = layers[int(stack[3:])]
+    return layer.self_attn if kind == "self" else layer.cross_attn
 
 
 class HeadRemovalScorer:
-    """score(removed heads) -> the split's exact match of greedy decoding without those heads.
+    """score(removed heads) -> the split's exact match of greedy decoding without those heads,
+    each removed by the remove_head it is given (evaluate.py's: remove_head(model, name)).
 
     It works on one copy of the model, restoring the six W_o weights before each call, and
     remembers every set's score, so that a set asked for twice is scored once. Removing
@@ -34,19 +42,19 @@ class HeadRemovalScorer:
     scores (only an argmax tied to the last bit could tell the two ways apart).
     """
 
-    def __init__(self, model, dataset, device, desc: str = "heads"):
+    def __init__(self, model, dataset, device, remove_head, desc: str = "heads"):
         """dataset: .src [N, 7], .tgt_in and .tgt_out [N, 4], as an AdditionDataset."""
-        evaluate = _evaluate()
         self.model = copy.deepcopy(model).eval()
-        self.W_o = {a: evaluate.attention_module(model, a).W_o.weight.detach().clone()
-                    for a in evaluate.ATTENTIONS}
+        self.remove_head = remove_head
+        self.W_o = {a: attention_module(model, a).W_o.weight.detach().clone()
+                    for a in ATTENTIONS}
         self.src = dataset.src.to(device)
         self.tgt_in, self.tgt_out = dataset.tgt_in.to(device), dataset.tgt_out
         self.memories = OrderedDict()  # removed encoder heads -> encoder output
-        self.capacity = 1 + sum(name.startswith("enc") for name in evaluate.HEAD_NAMES)
+        self.capacity = 1 + sum(name.startswith("enc") for name in HEAD_NAMES)
         self.calls = 0
         self.scores = {}  # frozenset of removed heads -> exact match
-        heads = len(evaluate.HEAD_NAMES)  # ablation, then pruning's 1 + 24 + 23 + ... + 1 scores
+        heads = len(HEAD_NAMES)  # ablation, then pruning's 1 + 24 + 23 + ... + 1 scores
         self.progress = tqdm(total=heads + 1 + heads * (heads + 1) // 2, desc=desc,
                              unit="set", mininterval=2, leave=False)
 
@@ -59,12 +67,11 @@ class HeadRemovalScorer:
 
     def exact_match(self, removed) -> float:
         """The split's exact match with the heads `removed`."""
-        evaluate = _evaluate()
         with torch.no_grad():
             for attention, weight in self.W_o.items():
-                evaluate.attention_module(self.model, attention).W_o.weight.copy_(weight)
+                attention_module(self.model, attention).W_o.weight.copy_(weight)
         for name in removed:
-            evaluate.remove_head(self.model, name)
+            self.remove_head(self.model, name)
         key = tuple(sorted(name for name in removed if name.startswith("enc")))
         with torch.inference_mode():
             if key not in self.memories:
@@ -91,38 +98,3 @@ def greedy_reproduces(model, memory, tgt_in, tgt_out) -> torch.Tensor:
     """
     logits, _, _ = model.decode(tgt_in, memory)  # [N, 4, vocab]
     return (logits[..., :NUM_DIGITS].argmax(dim=-1) == tgt_out).all(dim=1)
-
-
-def column_carries(src) -> torch.Tensor:
-    """src [N, 7] -> [N, 3] carries c0, c1, c2: out of the ones, tens and hundreds column."""
-    a, b = src[:, :3].flip(1), src[:, 4:].flip(1)  # [N, 3], ones digit first
-    carry, out = torch.zeros(len(src), dtype=torch.long), []
-    for place in range(3):
-        carry = ((a[:, place] + b[:, place] + carry) >= 10).long()
-        out.append(carry)
-    return torch.stack(out, dim=1)
-
-
-def carries(src) -> torch.Tensor:
-    """src [N, 7] -> [N] number of carries (0-3) in the column addition of a + b."""
-    return column_carries(src).sum(dim=1)
-
-
-def breakdown(predicted, dataset, digit_order: str) -> dict:
-    """Where the errors are: digit accuracy per place of the sum (s0 = ones ... s3 =
-    thousands) and exact match by the number of carries in the sum.
-
-    predicted [N, 4] in output order; dataset has .src and .tgt_out, written in digit_order.
-    """
-    correct = predicted == dataset.tgt_out  # [N, 4] in output order
-    if digit_order == "forward":
-        correct = correct.flip(1)  # -> place order s0, s1, s2, s3
-    count = carries(dataset.src)
-    exact = correct.all(dim=1)
-    pairs = {c: int((count == c).sum()) for c in range(4)}
-    return {
-        "place_accuracy": {f"s{p}": correct[:, p].sum().item() / len(correct) for p in range(4)},
-        "exact_match_by_carries": {str(c): exact[count == c].sum().item() / n
-                                   for c, n in pairs.items() if n},
-        "pairs_by_carries": {str(c): n for c, n in pairs.items()},
-    }

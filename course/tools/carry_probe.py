@@ -54,9 +54,9 @@ import torch
 import torch.nn.functional as F
 
 from course.grading.bands import seed_dir
+from course.tools.problem1_breakdown import column_carries
 from problem1.config import ANALYSED, load_model
 from problem1.dataset import AdditionDataset
-from problem1.heads import column_carries
 from provided.common import ArgumentParser, add_common_args, fail, script, setup
 from provided.results import write_json
 

@@ -16,7 +16,7 @@ Instructors only (course/tools/): evidence for the report, not part of the homew
 
 from problem1.config import ANALYSED, load_model
 from problem1.dataset import AdditionDataset
-from problem1.evaluate import greedy_pruning
+from problem1.evaluate import greedy_pruning, remove_head
 from problem1.heads import HeadRemovalScorer
 from provided.common import DATA_DIR, ArgumentParser, fail, results_dir, script
 from provided.results import write_json
@@ -26,8 +26,9 @@ RUNS = ANALYSED
 
 def validation_pruning(model, val, test, desc: str) -> list[dict]:
     """greedy_pruning on val; each point also scored on test."""
-    on_test = HeadRemovalScorer(model, test, "cpu", desc=f"{desc} (test)")
-    curve = greedy_pruning(HeadRemovalScorer(model, val, "cpu", desc=f"{desc} (val)"))
+    on_test = HeadRemovalScorer(model, test, "cpu", remove_head, desc=f"{desc} (test)")
+    curve = greedy_pruning(HeadRemovalScorer(model, val, "cpu", remove_head,
+                                             desc=f"{desc} (val)"))
     return [{"removed": point["removed"], "val_exact_match": point["test_exact_match"],
              "test_exact_match": on_test(point["removed"])} for point in curve]
 

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from problem1.dataset import BOS
-from problem1.evaluate import HEAD_NAMES
+from problem1.heads import HEAD_NAMES
 from tests.seam import submission
 from tests.tiny_problem1 import TorchAttention, adder_and_twin, reversed_sums, split
 

@@ -37,7 +37,6 @@ SPECIFIC_BAD = [
     ("problem1.train", ["--digit_order", "forward"], "--train_size"),  # missing
     ("problem1.train", SCRIPTS["problem1.train"] + ["--steps", "0"], "--steps"),
     ("problem1.train", SCRIPTS["problem1.train"] + ["--steps", "-5"], "--steps"),
-    ("problem1.evaluate", ["--heads", "some"], "--heads"),
     ("problem2.train", ["--position", "absolute"], "--position"),
     ("problem2.train", SCRIPTS["problem2.train"] + ["--steps", "0"], "--steps"),
     ("problem3.train", ["--norm", "mid", "--lr", "1e-3"], "--norm"),

@@ -1,7 +1,9 @@
-"""Problem 1's provided code (not graded): constants, batches, scoring, head names, the error
-breakdown, greedy generate, the embedding, the position table, and the scripts' handling of
-bad input. These run against the reference solution."""
+"""Problem 1's provided code (not graded): constants, batches, scoring, head names, greedy
+generate, the embedding, the position table, and the scripts' handling of bad input; and the
+course's Problem 1 commands: the error breakdown and the extra seeds' metrics. These run
+against the reference solution."""
 
+import json
 import math
 import os
 import subprocess
@@ -11,10 +13,11 @@ from pathlib import Path
 import pytest
 import torch
 
+from course.tools import problem1_breakdown, problem1_seed_metrics
+from course.tools.problem1_breakdown import breakdown, carries, column_carries
 from problem1 import evaluate, train
 from problem1.dataset import BOS, PLUS
-from problem1.evaluate import HEAD_NAMES
-from problem1.heads import breakdown, carries, column_carries, greedy_reproduces
+from problem1.heads import HEAD_NAMES, greedy_reproduces
 from problem1.model import AdditionTransformer, position_table, score_predictions
 from problem1.train import shuffled_batches
 from tests.tiny import addition_data, script_args
@@ -90,6 +93,33 @@ def test_carries_and_breakdown():
     assert result["exact_match_by_carries"] == {"0": 1.0, "1": 1.0, "2": 0.0, "3": 1.0}
     Split.tgt_out = Split.tgt_out.flip(1)  # the same errors read in forward order: column 0 is s3
     assert breakdown(predicted.flip(1), Split, "forward")["place_accuracy"]["s3"] == 0.75
+
+
+def test_course_commands_write_breakdown_and_seed_metrics(tmp_path):
+    """problem1_breakdown and problem1_seed_metrics on a folder with one run: the same test
+    metrics as evaluate.py's, no head analysis, and a breakdown that evaluate.py leaves out."""
+    data = addition_data(tmp_path)
+    args = script_args(tmp_path, data)
+    results = tmp_path / "results"
+    assert train.main(["--digit_order", "forward", "--train_size", "4000", "--steps", "3",
+                       *args]) == 0
+    assert evaluate.main(args) == 0
+    analysed = json.loads((results / "metrics.json").read_text())
+    assert not (results / "breakdown.json").exists()
+    assert problem1_seed_metrics.main(args) == 0
+    assert json.loads((results / "metrics.json").read_text()) == {
+        "forward_n4000": analysed["forward_n4000"], "ablation": {}, "pruning": {}}
+    assert problem1_breakdown.main(args) == 0
+    errors = json.loads((results / "breakdown.json").read_text())["forward_n4000"]
+    assert list(errors) == ["place_accuracy", "exact_match_by_carries", "pairs_by_carries"]
+    assert sum(errors["pairs_by_carries"].values()) == 24  # addition_data's test pairs
+
+
+def test_seed_metrics_refuse_seed_0s_folder(capsys):
+    with pytest.raises(SystemExit):
+        problem1_seed_metrics.main(["--device", "cpu"])
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "seed 0" in err and "--results_dir" in err
 
 
 def reference_greedy(model, src, steps=4):

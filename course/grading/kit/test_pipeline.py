@@ -103,19 +103,31 @@ def test_clean_results_keeps_data_reports_and_figures(tmp_path):
 
 
 def test_make_seeds_trains_what_is_missing_and_skips_finished_logs(tmp_path):
-    runs = training_runs(dry_run(tmp_path, "seeds-problem1", "seeds-problem2", "NPROC=2"))
+    commands = dry_run(tmp_path, "seeds-problem1", "seeds-problem2", "NPROC=2")
+    runs = training_runs(commands)
     assert len(runs) == 4 * (6 + 4)
     assert all(re.search(r"--seed [1-4] --results_dir problem\d/results/seeds/seed[1-4]", c)
                for c in runs)
-    # a finished seed folder (logs and metrics committed, no weights): nothing to do
+    for tool in ("problem1_seed_metrics", "problem1_breakdown"):  # the course's, per seed
+        assert sorted(re.search(r"seed(\d)", c).group(1) for c in commands
+                      if f"-m course.tools.{tool} " in c) == ["1", "2", "3", "4"], tool
+    # a finished seed folder (logs, metrics and breakdown committed, no weights): nothing to do
+    seed1 = tmp_path / "problem1/results/seeds/seed1"
     for order in ("forward", "reversed"):
         for n in (1000, 2000, 4000):
-            log = tmp_path / f"problem1/results/seeds/seed1/training_log_{order}_n{n}.json"
+            log = seed1 / f"training_log_{order}_n{n}.json"
             log.parent.mkdir(parents=True, exist_ok=True)
             log.write_text("{}")
-    (tmp_path / "problem1/results/seeds/seed1/metrics.json").write_text("{}")
-    runs = training_runs(dry_run(tmp_path, "seeds-problem1", "NPROC=2"))
-    assert len(runs) == 3 * 6 and not any("seed1" in c for c in runs)
+    for name in ("metrics.json", "breakdown.json"):
+        (seed1 / name).write_text("{}")
+    commands = dry_run(tmp_path, "seeds-problem1", "NPROC=2")
+    assert len(training_runs(commands)) == 3 * 6 and not any("seed1" in c for c in commands)
+
+
+def test_problem1_breakdown_trains_the_six_runs_then_counts_seed_0s_errors(tmp_path):
+    commands = dry_run(tmp_path, "problem1-breakdown", "NPROC=2")
+    assert len(training_runs(commands)) == 6
+    assert commands[-1].endswith("-m course.tools.problem1_breakdown --device auto --threads 2")
 
 
 @pytest.mark.parametrize("cleaned", [False, True])
