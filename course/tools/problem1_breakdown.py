@@ -12,11 +12,10 @@ does; a missing run is skipped with one line) and writes breakdown.json beside t
 
 place_accuracy is the digit accuracy per place of the sum (s0 the ones, s3 the thousands,
 whatever the run's digit order); exact_match_by_carries the exact match of the sums with
-0-3 carries (a count with no sum is left out); pairs_by_carries how many such sums the
-split holds. The reference
-report's forward-order argument counts over these files of the five seeds
-(course/tools/tables/problem1.py). Instructors only (course/tools/): the homework asks for
-no breakdown.
+0-3 carries (a carry count that no test sum has is left out); pairs_by_carries how many
+such sums the split holds. The reference report's forward-order argument counts over these
+files of the five seeds (course/tools/tables/problem1.py); carry_probe.py reuses
+column_carries. Instructors only (course/tools/): the homework asks for no breakdown.
 """
 
 import torch
