@@ -79,11 +79,28 @@ def test_seed_0_counts_at_t1_are_the_sample_file():
 
 
 # ------------------------------------------------------------- length and span, measured
+def leaves(tree, path: str = "") -> dict:
+    """{'a.b[0]': value} for every number or string of a nested JSON value."""
+    if isinstance(tree, dict):
+        return {k: v for key, sub in tree.items() for k, v in leaves(sub, f"{path}.{key}").items()}
+    if isinstance(tree, list):
+        return {k: v for i, sub in enumerate(tree) for k, v in leaves(sub, f"{path}[{i}]").items()}
+    return {path: tree}
+
+
 def test_difficulty_json_is_recomputed_from_the_samples():
     path = results_dir("problem3") / "difficulty.json"
     samples = smiles_difficulty.samples_path().read_text().split("\n")[:-1]
     committed = json.loads(path.read_text())
-    assert smiles_difficulty.measure(samples) == committed
+    # counts exactly; the fitted floats to 1e-9 (numpy's linear algebra may differ in the
+    # last bits between releases and BLAS builds)
+    measured, expected = leaves(smiles_difficulty.measure(samples)), leaves(committed)
+    assert measured.keys() == expected.keys()
+    floats = [k for k, v in expected.items() if isinstance(v, float)]
+    assert {k: v for k, v in measured.items() if k not in floats} == {
+        k: v for k, v in expected.items() if k not in floats}
+    assert [measured[k] for k in floats] == pytest.approx([expected[k] for k in floats],
+                                                          rel=1e-9, abs=1e-12)
     assert sum(c["count"] for c in committed["cells"]) == committed["num_samples"]
     assert all(c["valid"] <= c["well_formed"] <= c["count"] for c in committed["cells"])
 
