@@ -21,12 +21,10 @@ from provided.results import load_trained
 
 @dataclass(frozen=True, kw_only=True)
 class Config:
-    optimizer: str = "Adam"
     lr: float = 1e-3
     batch_size: int = 64
     epochs: int = 5
     d_model: int = 64  # the model as the homework fixes it (OffsetRetrievalModel's defaults)
-    num_heads: int = 1
     k: int = 7
     max_len: int = 128  # rows of the learned table
     test_positions: int = 64
