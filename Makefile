@@ -117,3 +117,6 @@ problem3: $(P3)/figures/sweep_grid.png
 clean-results:
 	rm -f problem*/results/*.pth problem*/results/training_log_*.json \
 	  problem*/results/metrics.json
+
+# The instructors' targets (handout, autograder, seeds, ...), in the instructors' copy only.
+-include course/course.mk

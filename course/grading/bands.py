@@ -1,10 +1,10 @@
 """Reference bands: every headline number over seed 0 and the extra seeds.
 
-    python -m course.grading.bands    (or `make -f course/Makefile bands`, the last step of
-                                      `make -f course/Makefile seeds`)
+    python -m course.grading.bands    (or `make bands`, the last step of
+                                      `make seeds`)
 
 Seed 0 is the committed run in problemN/results/; seed S > 0 lives in
-problemN/results/seeds/seed{S}/ (`make -f course/Makefile seeds`). For every headline quantity
+problemN/results/seeds/seed{S}/ (`make seeds`). For every headline quantity
 this writes
 problemN/results/reference_bands.json, nested by run and quantity:
 
@@ -13,7 +13,7 @@ problemN/results/reference_bands.json, nested by run and quantity:
 sd is the sample standard deviation (n - 1), null for a single seed. A quantity that a seed
 does not have (steps_to_95 when 0.95 is never reached) is left out of that seed's values,
 and counted under "missing". Only seeds whose results exist are used, so the file can be
-rebuilt while `make -f course/Makefile seeds` is still running; n_seeds says how many stand
+rebuilt while `make seeds` is still running; n_seeds says how many stand
 behind each band.
 """
 

@@ -3,7 +3,7 @@
     python -m course.grading.handout OUT_DIR             # the handout
     python -m course.grading.handout OUT_DIR --fill DIR  # ... with DIR's bodies filled in
 
-(also `make -f course/Makefile handout`). The handout is this repository without course/
+(also `make handout`). The handout is this repository without course/
 and without the reference results (problemN/results/): what is left is the students' own
 tree, README.md and the report templates problemN/REPORT.md included. Every body the
 students write sits between a `# BEGIN SOLUTION` line and an `# END SOLUTION` line

@@ -1,6 +1,6 @@
 """Problem 1: where are the carries? Linear probes on the encoder, over five seeds.
 
-    python -m course.tools.carry_probe  # or `make -f course/Makefile carry-probe`, which
+    python -m course.tools.carry_probe  # or `make carry-probe`, which
                                         # trains the missing models
 
 The report's reading of the attention maps says that in forward order the encoder moves the
@@ -163,7 +163,7 @@ def main(argv=None) -> int:
     missing = [path for path in paths.values() if not path.exists()]
     if missing:
         fail(f"{missing[0]} not found ({len(missing)} of {len(RUNS) * len(SEEDS)} models "
-             "missing): `make -f course/Makefile carry-probe` trains them "
+             "missing): `make carry-probe` trains them "
              "(about 25 minutes on two cores)")
     src = {split: AdditionDataset(args.data_dir, split, "forward").src
            for split in ("train", "test")}

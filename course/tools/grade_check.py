@@ -1,4 +1,4 @@
-"""The grading kit's acceptance run (`make -f course/Makefile grade-check`, several minutes).
+"""The grading kit's acceptance run (`make grade-check`, several minutes).
 
     python -m course.tools.grade_check [--parts p1a ...]
 

@@ -10,7 +10,7 @@ test token accuracy, steps_to_95 from the training log) and empty "ablation" and
 seeds, and the head analysis, the slow part, is kept for seed 0. Seed 0's own folder is
 refused: its metrics.json is evaluate.py's, head analysis included.
 
-Instructors only (course/tools/): `make -f course/Makefile seeds-problem1` runs it.
+Instructors only (course/tools/): `make seeds-problem1` runs it.
 """
 
 from problem1 import evaluate

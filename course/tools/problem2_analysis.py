@@ -1,7 +1,7 @@
 """Problem 2: the analyses behind the reference report, beyond what the homework asks.
 
     python -m course.tools.problem2_analysis [--results_dir DIR] [--device ...] [--threads N]
-    (make -f course/Makefile problem2-analysis; seeds 1-4 with seeds-problem2)
+    (make problem2-analysis; seeds 1-4 with seeds-problem2)
 
 It wraps the homework from outside: problem2/evaluate.py's own per_position_counts and run
 loading, on the weights of every run in the results folder (as evaluate.py finds them), and

@@ -2,7 +2,7 @@
 (course/tools/problem2_analysis.py).
 
     python -m course.tools.problem2_figures [--results_dir DIR] [--out_dir DIR]
-    (make -f course/Makefile problem2-analysis)
+    (make problem2-analysis)
 
     accuracy_by_position.png  above, test accuracy at each position over 0..127 for the four
                               schemes, with the bag-of-tokens ceiling (the best accuracy

@@ -15,7 +15,7 @@ and this script owns the text between them: it renders NAME from problemN/result
 analysis.json and, when it exists, reference_bands.json from `python -m course.grading.bands`)
 and writes it in place, atomically. Seed 0 is the committed run; a column or sentence with
 "mean ± sd" or "k of n seeds" appears only when reference_bands.json holds more than one
-seed of that run, so after `make -f course/Makefile seeds`
+seed of that run, so after `make seeds`
 
     python -m course.grading.bands && python -m course.tools.report_tables
 

@@ -1,7 +1,7 @@
 """Problem 2: does rotary fail on long sequences because of keys farther than it ever saw?
 
     python -m course.tools.rotary_window [--seeds 0 1 2 3 4]
-    (make -f course/Makefile rotary-window; about 2 min)
+    (make rotary-window; about 2 min)
 
 Rotary was trained on 64 positions, so it never saw a key more than 63 positions away. At
 length 512 a query sees up to 511 earlier keys. This retrains the rotary run of each seed

@@ -1,6 +1,6 @@
 """Problem 3: the long run's final model at 10,000 samples (uniqueness among 10,000 samples).
 
-    make -f course/Makefile samples10k                    (instructors)
+    make samples10k                    (instructors)
     python -m course.tools.samples10k --sample   # draws the samples: needs the long run's weights
     python -m course.tools.samples10k            # measures the samples file
 
@@ -42,13 +42,13 @@ def main(argv=None) -> int:
         print(f"wrote {path}")
         return 0
     if not path.exists():
-        fail(f"{path} not found: run `make -f course/Makefile samples10k` "
+        fail(f"{path} not found: run `make samples10k` "
              "(it needs the long run's weights)")
     samples = path.read_text().split("\n")[:-1]
     committed = (folder / f"samples_{MAIN_RUN}.txt").read_text().split("\n")[:-1]
     if len(samples) != NUM_LARGE or samples[:NUM_SAMPLES] != committed:
         fail(f"{path} does not hold {NUM_LARGE} samples whose first {NUM_SAMPLES} are "
-             f"samples_{MAIN_RUN}.txt: sample again with `make -f course/Makefile samples10k`")
+             f"samples_{MAIN_RUN}.txt: sample again with `make samples10k`")
     train = train_canonical_set(DATA_DIR / "smiles" / "train.txt", folder / "cache")
     write_json(folder / f"metrics_n{NUM_LARGE}.json", {
         "run": MAIN_RUN, "temperature": 1.0, "seed": 0,

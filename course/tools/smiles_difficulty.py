@@ -1,6 +1,6 @@
 """Problem 3: is it the length or the ring span that the model finds hard?
 
-    python -m course.tools.smiles_difficulty  # or `make -f course/Makefile difficulty`;
+    python -m course.tools.smiles_difficulty  # or `make difficulty`;
                                               # no training, about 10 s
 
 metrics.json breaks the final model's samples down by length and by ring span separately
@@ -11,7 +11,7 @@ and fits one logistic regression with both as predictors, so that each is measur
 the other held fixed.
 
 Input: the committed 10,000 samples of the long run's final model at T = 1, seed 0
-(results/samples_pre_lr0.001_w500_s4000_n10000.txt, `make -f course/Makefile samples10k`; its
+(results/samples_pre_lr0.001_w500_s4000_n10000.txt, `make samples10k`; its
 first 1,000 are
 results/samples_pre_lr0.001_w500_s4000.txt). Seeds 1-4 committed only their metrics, not
 their samples, so this measurement is seed 0's; the JSON names the seeds without samples.
@@ -135,7 +135,7 @@ def main(argv=None) -> int:
     ArgumentParser(__doc__).parse_args(argv)
     path = samples_path()
     if not path.exists():
-        fail(f"{path} not found: `make -f course/Makefile samples10k` draws it "
+        fail(f"{path} not found: `make samples10k` draws it "
              "(it needs the long run's weights)")
     samples = path.read_text().split("\n")[:-1]
     if len(samples) != NUM_LARGE:

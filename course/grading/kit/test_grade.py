@@ -1,7 +1,7 @@
 """The grading machinery: splicing, the region map, the handout's contents, the grader.
 
 The full acceptance runs (the reference and the alternative solutions grade 100 %, one part
-filled earns exactly that part) take minutes; `make -f course/Makefile grade-check` runs them.
+filled earns exactly that part) take minutes; `make grade-check` runs them.
 Here the grader
 runs on single parts only.
 """
@@ -331,7 +331,7 @@ def test_the_reference_results_lie_inside_their_own_bands(tmp_path):
     entries = grade.grade_results(grade.Kit({}, {}, grade.read_bands(), {}), REPO_ROOT,
                                   tmp_path)
     if not entries:
-        pytest.skip("no reference_bands.json yet (make -f course/Makefile seeds)")
+        pytest.skip("no reference_bands.json yet (make seeds)")
     outside = [e["name"] + ": " + e["output"] for e in entries if e["score"] < e["max_score"]
                and not e["output"].startswith(("unverified", "not graded: the grader's data"))]
     assert not outside, outside
@@ -369,7 +369,7 @@ def test_no_reference_value_reaches_a_student(tmp_path):
     entries = grade.grade_results(grade.Kit({}, {}, grade.read_bands(), {}), REPO_ROOT,
                                   tmp_path)
     if not entries:
-        pytest.skip("no reference_bands.json yet (make -f course/Makefile seeds)")
+        pytest.skip("no reference_bands.json yet (make seeds)")
     assert all(e["visibility"] == "after_published" for e in entries)
     assert all(re.match(r"(recomputed from your files .*: (inside|outside) the reference "
                         r"range|unverified, no points: |not graded: the grader's data)",
@@ -415,7 +415,7 @@ def test_copied_numbers_without_runs_earn_no_results_points(tmp_path):
     scratch.mkdir()
     entries = grade.grade_results(grade.Kit({}, {}, grade.read_bands(), {}), sub, scratch)
     if not entries:
-        pytest.skip("no reference_bands.json yet (make -f course/Makefile seeds)")
+        pytest.skip("no reference_bands.json yet (make seeds)")
     if any(e["output"].startswith("not graded: the grader's data") for e in entries):
         pytest.skip("no data folder here (python generate_datasets.py)")
     earned = [e["name"] for e in entries if e["score"] > 0]

@@ -48,15 +48,30 @@ def test_the_top_level_is_the_homework_and_one_course_folder():
         f"{sorted(HOMEWORK_TOP_LEVEL - top)}: instructors-only files go under course/")
 
 
+COURSE_INCLUDE = "-include course/course.mk"
+
+
 def test_no_homework_file_names_the_course():
     """The students' files say nothing of course/ (the handout has none), except the README's
-    pointer for instructors and CI's step that runs the course's tests where they exist."""
+    pointer for instructors, CI's step that runs the course's tests where they exist, and the
+    Makefile's one line that includes the course's targets where they exist."""
     allowed = {"README.md", ".ci/run"}
+
+    def text(name: str) -> str:
+        source = (REPO_ROOT / name).read_text()
+        return source.replace(COURSE_INCLUDE, "") if name == "Makefile" else source
+
     naming = [name for name in tracked_files(REPO_ROOT)
               if not name.startswith("course/") and "/results/" not in name
               and name not in allowed and not name.endswith((".png", ".pt"))
-              and "course/" in (REPO_ROOT / name).read_text()]
+              and "course/" in text(name)]
     assert not naming, f"{naming} name course/: keep instructors' matters under course/"
+
+
+def test_the_makefile_includes_the_course_only_where_it_exists():
+    """`-include`: in the handout (no course/) make runs without the course's targets."""
+    lines = (REPO_ROOT / "Makefile").read_text().splitlines()
+    assert COURSE_INCLUDE in lines, "the root Makefile must `-include course/course.mk`"
 
 
 LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")

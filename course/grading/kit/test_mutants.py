@@ -2,7 +2,7 @@
 stays true to
 the reference, and the mistakes the kit once let through are caught by a public test.
 
-`make -f course/Makefile mutants` plants all of them (a few minutes); here only the
+`make mutants` plants all of them (a few minutes); here only the
 catalogue's shape and a
 sample of the mistakes that used to pass: train/eval mode, gradients not cleared, batches
 not in the seeded order, a median computed as a mean."""
@@ -31,7 +31,7 @@ def test_every_mutant_is_one_edit_of_the_reference(mutant):
 def test_the_mistakes_file_lists_every_mutant():
     text = (REPO_ROOT / "course" / "grading" / "MISTAKES.md").read_text()
     missing = [m.name for m in MUTANTS if f"`{m.name}`" not in text]
-    assert not missing, ("run `make -f course/Makefile mutants` to regenerate "
+    assert not missing, ("run `make mutants` to regenerate "
                          f"course/grading/MISTAKES.md: {missing}")
     assert "**not caught**" not in text
 

@@ -31,16 +31,16 @@ def copy_makefile(tmp_path: Path) -> None:
     """Both Makefiles and the run registry in tmp_path (no config.py there: never remade)."""
     shutil.copy(REPO_ROOT / "Makefile", tmp_path / "Makefile")
     (tmp_path / "course").mkdir(exist_ok=True)
-    shutil.copy(REPO_ROOT / "course" / "Makefile", tmp_path / "course" / "Makefile")
+    shutil.copy(REPO_ROOT / "course" / "course.mk", tmp_path / "course" / "course.mk")
     (tmp_path / "build").mkdir(exist_ok=True)
     (tmp_path / "build" / "runs.mk").write_text(run_registry())
 
 
 def dry_run(tmp_path: Path, *args: str) -> list[str]:
-    """The commands `make -f course/Makefile -n ARGS` would run (that Makefile includes the
-    root's), one string each (continuation lines joined)."""
+    """The commands `make -n ARGS` would run (the root Makefile with the course's targets
+    it includes), one string each (continuation lines joined)."""
     copy_makefile(tmp_path)
-    out = subprocess.run(["make", "--no-print-directory", "-f", "course/Makefile", "-n", *args],
+    out = subprocess.run(["make", "--no-print-directory", "-n", *args],
                          cwd=tmp_path, capture_output=True, text=True, check=True).stdout
     joined = re.sub(r"\\\n\s*", "", out)
     command = re.compile(r"(OMP_NUM_THREADS=\d+ )?python ")

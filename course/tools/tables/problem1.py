@@ -176,7 +176,7 @@ def fewest_heads(curve: list[dict], key: str = "test_exact_match") -> str:
 def p1_pruning_bias(m: dict, bands: dict) -> str:
     path = results_dir("problem1") / "pruning_validation.json"
     if not path.exists():
-        return ("Not measured yet: `make -f course/Makefile pruning-bias` writes "
+        return ("Not measured yet: `make pruning-bias` writes "
                 "`results/pruning_validation.json`.")
     chosen_on_val = read_json(path)
     header = ["heads left"]
@@ -205,7 +205,7 @@ def p1_pruning_bias(m: dict, bands: dict) -> str:
 def p1_carry_probe(m: dict, bands: dict) -> str:
     path = results_dir("problem1") / "carry_probe.json"
     if not path.exists():
-        return ("Not measured yet: `make -f course/Makefile carry-probe` writes "
+        return ("Not measured yet: `make carry-probe` writes "
                 "`results/carry_probe.json`.")
     probe = read_json(path)
     rows = []

@@ -169,7 +169,7 @@ def p3_samples10k(m: dict, bands: dict) -> str:
     """The long run's final model at 10,000 samples (course/tools/samples10k.py), if measured."""
     path = results_dir("problem3") / "metrics_n10000.json"
     if not path.exists():
-        return ("Not measured yet: `make -f course/Makefile samples10k` writes "
+        return ("Not measured yet: `make samples10k` writes "
                 "`results/metrics_n10000.json`.")
     large = read_json(path)
     every, blocks = large["all"], large["blocks_of_1000"]
@@ -713,7 +713,7 @@ def p3_answer_hard(m: dict, bands: dict) -> str:
             f"occur only in long strings, so these two tables cannot say which matters.")
     d = difficulty()
     if d is None:
-        return f"**Answer.** {marg} `make -f course/Makefile difficulty` measures the two apart."
+        return f"**Answer.** {marg} `make difficulty` measures the two apart."
     fits = d["logistic"]
     lower, compared = widest_below_narrowest(d)
 
@@ -752,7 +752,7 @@ def p3_answer_hard(m: dict, bands: dict) -> str:
 def p3_difficulty(m: dict, bands: dict) -> str:
     d = difficulty()
     if d is None:
-        return ("Not measured yet: `make -f course/Makefile difficulty` writes "
+        return ("Not measured yet: `make difficulty` writes "
                 "`results/difficulty.json`.")
     cells = {(c["length"], c["span"]): c for c in d["cells"]}
     spans = [s for s in d["span_bins"] if any(cells[(lb, s)]["count"]
