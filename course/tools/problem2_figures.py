@@ -61,7 +61,8 @@ def per_position_panel(ax, analysis: dict):
     ax.set_ylim(-0.02, 1.02)
     ax.set_xlabel("position in the 128-token test sequence (token index; targets start at 7)")
     ax.set_ylabel("accuracy (fraction of targets)")
-    ax.set_title("Test split, sequences of 128: accuracy at each position", fontsize=10)
+    ax.set_title("Test split, sequences of 128: accuracy at each position (seed-0 models)",
+                 fontsize=10)
     legend_right(ax)
 
 
@@ -94,7 +95,7 @@ def long_sequence_panel(ax, analysis: dict):
     ax.set_xlabel(f"position in a fresh {length}-token sequence (token index)")
     ax.set_ylabel("accuracy (fraction of targets)")
     ax.set_title(f"Evaluation-only length check: {first['num_sequences']} fresh uniform "
-                 f"sequences of {length} (data seed {first['seed']}),\nthe models' weights, "
+                 f"sequences of {length} (data seed {first['seed']}),\nthe seed-0 models' weights, "
                  f"each model rebuilt with max_len {length} (learned skipped: its table has "
                  "128 rows)", fontsize=10)
     legend_right(ax)

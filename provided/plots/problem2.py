@@ -79,7 +79,8 @@ def bucket_panel(ax, metrics: dict, bands: dict):
     seeds = max((b["n_seeds"] for run in bands.values() for b in run.values()), default=1)
     ax.set_title("Test split, sequences of 128: markers per 16-position bucket (nudged "
                  "apart within it)"
-                 + (f";\nseed 0, bars beyond 64: range over {seeds} seeds" if seeds > 1 else ""),
+                 + (f";\nseed 0, bars beyond 64: range over {seeds} seeds" if seeds > 1
+                    else ", one seed"),
                  fontsize=10)
     legend_right(ax)
 
@@ -87,7 +88,7 @@ def bucket_panel(ax, metrics: dict, bands: dict):
 def accuracy_by_bucket(metrics: dict, out_dir: Path, bands: dict | None = None) -> Path:
     fig, ax = plt.subplots(figsize=(9.5, 4.4))
     bucket_panel(ax, metrics, bands or {})
-    fig.suptitle("Offset retrieval (k = 7): accuracy by position", y=1.04)
+    fig.suptitle("Offset retrieval (k = 7): accuracy per 16-position bucket", y=1.04)
     return save_figure(fig, out_dir, "accuracy_by_bucket")
 
 
