@@ -1,6 +1,6 @@
 """Alternative solutions for problem3/dataset.py (instructors only).
 
-read_smiles is the provided one of problem3/dataset.py, hence F821 here.
+read_smiles is the one problem3/dataset.py imports from provided/data_files.py, hence F821 here.
 """
 # ruff: noqa: F821
 
