@@ -26,7 +26,8 @@ SEQUENCE_LENGTHS = {"train": 64, "test": 128}  # fixed by the homework
 
 def check_offset_split(data_dir: Path, split: str) -> None:
     """check_offset_file on data_dir/offset/{split}.npy with the split's homework length."""
-    check_offset_file(Path(data_dir) / "offset" / f"{split}.npy", SEQUENCE_LENGTHS[split])
+    check_offset_file(Path(data_dir) / "offset" / f"{split}.npy", SEQUENCE_LENGTHS[split],
+                      VOCAB_SIZE)
 
 
 class OffsetDataset(Dataset):

@@ -4,10 +4,10 @@ Students: given; you need not read it. The dataset modules of the three problems
 files through these, so that a missing, truncated or hand-edited file stops a script with
 one line that names the file, the line where it can, and the command that writes it again.
 
-    read_pairs(path)                 addition pairs, data/addition/{split}.csv -> [N, 2]
-    check_offset_file(path, length)  offset sequences, data/offset/{split}.npy
-    read_smiles(path)                SMILES strings, data/smiles/{split}.txt -> list of str
-    locate_smiles_error(path, err)   the file and line behind an error raised while reading one
+    read_pairs(path)                  addition pairs, data/addition/{split}.csv -> [N, 2]
+    check_offset_file(path, T, vocab) offset sequences, data/offset/{split}.npy [N, T]
+    read_smiles(path)                 SMILES strings, data/smiles/{split}.txt -> list of str
+    locate_smiles_error(path, err)    the file and line behind an error raised reading one
 """
 
 from pathlib import Path
@@ -17,7 +17,6 @@ import numpy as np
 from provided.common import missing_data_message
 from provided.smiles import tokenize
 
-OFFSET_VOCAB_SIZE = 16  # tokens of the offset task lie in [0, 16)
 SMILES_FIX = "regenerate it with `python generate_datasets.py --only smiles --force`"
 
 
@@ -53,10 +52,10 @@ def read_pairs(path: Path) -> np.ndarray:
     return np.array(pairs, dtype=np.int64).reshape(-1, 2)
 
 
-def check_offset_file(path: Path, length: int) -> None:
+def check_offset_file(path: Path, length: int, vocab_size: int) -> None:
     """Check an offset .npy file before any work is done with it: FileNotFoundError if it is
     missing, ValueError naming the file if it cannot be loaded (corrupt or truncated) or is
-    not a 2-D integer array of sequences `length` long with tokens in [0, OFFSET_VOCAB_SIZE)."""
+    not a 2-D integer array of sequences `length` long with tokens in [0, vocab_size)."""
     path = Path(path)
     fix = "run `python generate_datasets.py --only offset --force`"
     if not path.exists():
@@ -77,9 +76,9 @@ def check_offset_file(path: Path, length: int) -> None:
         raise ValueError(f"{path} holds sequences of length {array.shape[1]}, not {length} "
                          f"(shape {tuple(array.shape)}); {fix}")
     low, high = array.min().item(), array.max().item()
-    if low < 0 or high >= OFFSET_VOCAB_SIZE:
+    if low < 0 or high >= vocab_size:
         raise ValueError(f"{path} holds tokens from {low} to {high}, outside "
-                         f"[0, {OFFSET_VOCAB_SIZE}); {fix}")
+                         f"[0, {vocab_size}); {fix}")
 
 
 def read_smiles(path: Path) -> list[str]:

@@ -129,7 +129,7 @@ def test_bad_offset_array_is_named_by_the_check(data, name):
     path = data / "offset" / f"{split}.npy"
     damage(path)
     with pytest.raises(ValueError) as raised:
-        check_offset_file(path, {"train": 64, "test": 128}[split])
+        check_offset_file(path, {"train": 64, "test": 128}[split], 16)
     message = str(raised.value)
     assert str(path) in message and words in message
     assert "generate_datasets.py --only offset --force" in message
