@@ -1,8 +1,8 @@
 # The whole pipeline, as files: re-running skips what exists, an interrupted Problem 3 run
 # resumes (a Problem 1 or 2 run, a few minutes long, starts again).
-# Every training run's target is its weights (results/model_*.pth), which are not committed:
-# in a fresh clone `make all` therefore re-runs all 23 runs and rewrites the committed logs,
-# metrics and figures (with the same contents, on the same kind of CPU).
+# Every training run's target is its weights (results/model_*.pth), which git ignores: where
+# they are absent `make all` runs all 23 runs and writes every log, metrics file and figure
+# (the same contents on the same kind of CPU, whoever runs it).
 #
 #   make data            generate / download the datasets
 #   make test            the public tests (pytest)

@@ -8,6 +8,11 @@
 #   make handout            the student handout (build/handout)
 #   make autograder         the Gradescope zip (build/autograder.zip)
 #   make grade-check        the grading kit's acceptance (8 minutes)
+#   make mutants            the mistake catalogue planted and graded (MISTAKES.md)
+#   make grade-limits       the grader in a small cgroup against resource attacks (root)
+#   make bands              the reference bands and the reports' generated tables
+#   make samples10k | difficulty | pruning-bias | carry-probe | rotary-window
+#                           the reference reports' further evidence (see INSTRUCTORS.md)
 #
 # Here `make problem1` and `make problem2` (and so `make all`) also make the reference
 # results that only the course's tools write, so that every committed file has its rule.

@@ -3,10 +3,9 @@
 Students: you write the two layers' forward methods; read the rest, which calls them.
 
 Provided: the layer constructors, the 2 + 2 layer stack, the embedding (one token table and
-one fixed position table shared by source and target, sinusoidal at the
-homework's size) and greedy `generate`. The
-students write EncoderLayer.forward and DecoderLayer.forward: post-norm layers, as in
-Vaswani et al. (2017), each returning its attention weights with its output.
+one fixed position table shared by source and target, sinusoidal at the homework's size)
+and greedy `generate`. The layers are post-norm, as in Vaswani et al. (2017), each
+returning its attention weights with its output:
 
     encoder layer   x = LN1(x + Drop(SelfAttn(x)))
                     x = LN2(x + Drop(FFN(x)))

@@ -49,9 +49,7 @@ from provided.results import (
 
 def shuffled_batches(num_items: int, batch_size: int, generator: torch.Generator):
     """Endless stream of [batch_size] index tensors: shuffled passes over range(num_items),
-    a batch running on into the next pass where one ends (Problem 3's batch_indices, a pure
-    function of the step for resuming, drops the incomplete batch instead; unifying the two
-    would change every committed number of one problem).
+    a batch running on into the next pass where one ends.
 
     ValueError if num_items or batch_size is below 1 (there would be no batch to draw)."""
     if num_items < 1 or batch_size < 1:

@@ -35,7 +35,7 @@ from rdkit import Chem, RDLogger
 from rdkit.Chem import QED, Descriptors
 from tqdm import tqdm
 
-from problem3.config import MAIN_RUN, SWEEP_STEPS, TRAIN_THRESHOLD, load_model
+from problem3.config import MAIN_RUN, SWEEP, SWEEP_STEPS, TRAIN_THRESHOLD, load_model
 from problem3.dataset import IGNORE_INDEX, SmilesDataset, build_vocab
 
 # generate() is the homework's Part D and lives in sample.py, so sampling comes from there.
@@ -373,7 +373,7 @@ def main(argv=None) -> int:
                    "unigram_entropy": unigram_entropy(args.data_dir)}
     except (FileNotFoundError, ValueError) as err:
         raise HomeworkError(str(err)) from None
-    print(f"sweep: {len(metrics['sweep'])} of 12 runs present")
+    print(f"sweep: {len(metrics['sweep'])} of {len(SWEEP)} runs present")
     main_metrics = evaluate_main(args.results_dir, args.run, train_path, args.num_samples,
                                  args.seed, device)
     if main_metrics is None:

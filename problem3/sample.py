@@ -6,7 +6,7 @@ Students: you write generate_batch; the rest is given.
 
 Sampling is batched and incremental: every sequence starts at BOS, the next id is drawn
 from softmax(logits / T) at the last position, a sequence is finished at its first EOS,
-and a key/value cache means each new token costs one position's work.
+and a key/value cache (optional) lets each new token cost one position's work.
 """
 
 import argparse

@@ -175,12 +175,13 @@ def train(config: Config, vocab: SmilesVocab, train_set: SmilesDataset, val_set:
             val_loss = finite_or_none(evaluate_loss(model, val_set, device))
             log["val"].append({"step": step, "val_loss": val_loss})
             progress.set_postfix(train=log["log"][-1]["train_loss"], val=val_loss)
-        extras = checkpoint_extras(vocab, step)
         if config.checkpoint_every and step % config.checkpoint_every == 0 and step < config.steps:
-            save_checkpoint(out / f"model_{run}_step{step}.pth", config, model, **extras)
+            save_checkpoint(out / f"model_{run}_step{step}.pth", config, model,
+                            **checkpoint_extras(vocab, step))
         if step % VAL_EVERY == 0 and step < config.steps:
             save_checkpoint(resume_path, config, model, optimizer=optimizer.state_dict(),
-                            rng=rng_state(device), log=log, data=data, **extras)
+                            rng=rng_state(device), log=log, data=data,
+                            **checkpoint_extras(vocab, step))
 
     log["final_val_loss"] = log["val"][-1]["val_loss"] if log["val"] else None
     return log, model
