@@ -29,7 +29,7 @@ from tqdm import tqdm
 
 from provided.common import DATA_DIR, ArgumentParser, script
 from provided.results import atomic_write_bytes, atomic_write_text
-from provided.smiles import tokenize
+from provided.smiles import HOMEWORK_TOKENS, tokenize
 
 SEED = 641
 ADDITION_SPLITS = {"train": 10_000, "val": 2_000, "test": 2_000}
@@ -40,7 +40,6 @@ MOSES_WHEEL = "molsets==0.3.1"
 MOSES_MEMBER = "moses/dataset/data/train.csv.gz"
 MOSES_TRAIN_ROWS = 1_584_663
 MOSES_KEPT = 1_584_424  # the rows of the train split that keep_smiles keeps (all distinct)
-SMILES_VOCAB = frozenset("# ( ) - 1 2 3 4 5 = Br C Cl F N O S [nH] c n o s".split())
 SMILES_MIN_TOKENS, SMILES_MAX_TOKENS = 13, 50
 SMILES_SPLITS = {"train": 100_000, "val": 10_000}
 
@@ -137,7 +136,7 @@ def keep_smiles(smiles: str) -> bool:
     except ValueError:
         return False
     return (SMILES_MIN_TOKENS <= len(tokens) <= SMILES_MAX_TOKENS
-            and all(t in SMILES_VOCAB for t in tokens))
+            and all(t in HOMEWORK_TOKENS for t in tokens))
 
 
 def subsample_smiles(strings: list[str], splits: dict[str, int] = SMILES_SPLITS,

@@ -25,8 +25,6 @@ CLIP_NORM = 1.0
 LOG_EVERY = 50  # training loss, learning rate and gradient norms
 VAL_EVERY = 250  # validation loss, and the resume file's save
 TRAIN_THRESHOLD = 2.0  # a run "trains" if its final validation loss is below this
-# the homework's MOSES data holds these 22 tokens; a training file with another is not it
-HOMEWORK_TOKENS = frozenset("# ( ) - 1 2 3 4 5 = Br C Cl F N O S [nH] c n o s".split())
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -16,12 +16,12 @@ from pathlib import Path
 
 import torch
 
-from problem3.config import HOMEWORK_TOKENS, Config, differences
+from problem3.config import Config, differences
 from problem3.dataset import SmilesDataset, build_vocab
 from provided.common import HomeworkError, missing_data_message
 from provided.data_files import locate_smiles_error
 from provided.results import BadFileError, file_fingerprint, load_checkpoint
-from provided.smiles import SmilesVocab, tokenize
+from provided.smiles import HOMEWORK_TOKENS, SmilesVocab, tokenize
 
 
 def load_data(data_dir: Path, batch_size: int):

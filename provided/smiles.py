@@ -19,6 +19,10 @@ from provided.results import BadFileError, read_json, write_json
 PAD, BOS, EOS = 0, 1, 2
 SPECIALS = ["<pad>", "<bos>", "<eos>"]
 
+# the 22 tokens of the homework's MOSES strings: generate_datasets.py keeps the strings made of
+# these, and a training file with another token is not the homework's
+HOMEWORK_TOKENS = frozenset("# ( ) - 1 2 3 4 5 = Br C Cl F N O S [nH] c n o s".split())
+
 SMILES_PATTERN = re.compile(
     r"(\[[^\]]+]|Br?|Cl?|N|O|S|P|F|I|b|c|n|o|s|p|\(|\)|\.|=|#|-|\+|\\|\/|:|~|@|\?|>|\*|\$|"
     r"\%[0-9]{2}|[0-9])"

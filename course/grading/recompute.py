@@ -68,7 +68,6 @@ from problem2.config import Config as P2Config
 from problem2.dataset import SEQUENCE_LENGTHS, OffsetDataset
 from problem2.evaluate import per_position_counts, position_metrics
 from problem3.config import (
-    HOMEWORK_TOKENS,
     LOG_EVERY,
     MAIN_RUN,
     SWEEP,
@@ -82,7 +81,7 @@ from problem3.sample import NUM_SAMPLES
 from problem3.train import lr_at_step
 from provided.common import DATA_DIR, REPO_ROOT
 from provided.data_files import read_smiles
-from provided.smiles import SMILES_PATTERN, SPECIALS
+from provided.smiles import HOMEWORK_TOKENS, SMILES_PATTERN, SPECIALS
 
 # at most this many bytes of a submission's file are read (the reference's are far smaller:
 # Problem 1 weights 2.7 MB, Problem 2 79-112 KB, logs 1.3-16 KB, metrics 9-22 KB, samples 37 KB)
