@@ -1,30 +1,37 @@
 """The grading suite's one rule, checked at collection: every test under tests/ carries
-exactly one part marker, p1a .. p3e (registered in pyproject.toml); `pytest -m p1b` runs the
-tests of Problem 1, Part B. A test that breaks the rule stops the run with a UsageError that
-lists it, so that no test is silently graded twice or not at all.
+exactly one part marker, p1a .. p3e (registered here from tests/parts.py); `pytest -m p1b`
+runs the tests of Problem 1, Part B. A test that breaks the rule stops the run with a
+UsageError that lists it, so that no test is silently graded twice or not at all.
 """
 
 from pathlib import Path
 
 import pytest
 
-PARTS = frozenset(f"p{problem}{letter}" for problem in (1, 2, 3) for letter in "abcde")
+from tests.parts import PARTS
+
 GRADED_FOLDER = "tests/"
 
 @pytest.fixture(autouse=True)
-def submission_seam():
+def submission_seam(request):
     """Every test reaches the code it grades through tests/seam.py, in a session of its own
-    (set up before, and closed after, every other fixture of the test)."""
+    (set up before, and closed after, every other fixture of the test), on the transport the
+    grader's judge plugs in ("seam-transport"), or else in this process (seam.Loopback)."""
     from tests import seam
 
-    with seam.session():
+    judge = request.config.pluginmanager.get_plugin("seam-transport")
+    with seam.session(judge.factory if judge is not None else seam.Loopback):
         yield
 
 
 def pytest_configure(config):
-    """One torch thread per test process. The tests run tiny models, which a second thread
-    does not speed up, while on a busy machine (or with the grader's parts run side by side)
-    threads that wait for a core make a test many times slower, up to its timeout."""
+    """The part markers, from tests/parts.py. One torch thread per test process: the tests
+    run tiny models, which a second thread does not speed up, while on a busy machine (or
+    with the grader's parts run side by side) threads that wait for a core make a test many
+    times slower, up to its timeout."""
+    for part, (problem, letter, title) in PARTS.items():
+        config.addinivalue_line("markers", f"{part}: Problem {problem[-1]} Part {letter}, "
+                                           f"{title.lower()}")
     import torch
 
     torch.set_num_threads(1)
@@ -45,7 +52,7 @@ def pytest_collection_modifyitems(config, items):
         path = _relative(item, root)
         if path is None:
             continue
-        parts = sorted({mark.name for mark in item.iter_markers()} & PARTS)
+        parts = sorted({mark.name for mark in item.iter_markers()} & set(PARTS))
         if path.startswith(GRADED_FOLDER) and len(parts) != 1:
             problems.append(f"{item.nodeid} has {', '.join(parts) or 'no marker'}; a graded "
                             f"test (under {GRADED_FOLDER}) must carry exactly one part marker, "

@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from course.grading.paths import HIDDEN_DIR
 from course.grading.rubric import PARTS
 
-HIDDEN_FOLDER = "course/grading/hidden/"
+HIDDEN_FOLDER = HIDDEN_DIR + "/"
 KIT_FOLDER = "course/grading/kit/"
 KIT = "kit"
 

@@ -58,10 +58,10 @@ PRESCRIBED = [Config(**options) for options in RUNS.values()]
 ANALYSED = {run_name(order, ANALYSED_TRAIN_SIZE): order for order in DIGIT_ORDERS}
 
 
-def load_model(path, device) -> tuple[AdditionTransformer, Config]:
-    """(model in eval mode on device, its Config) from a checkpoint written by train.py."""
-    model, config, _ = load_trained(Config, path, device)
-    return model, config
+def load_model(path, device) -> tuple[AdditionTransformer, Config, dict]:
+    """(model in eval mode on device, its Config, the checkpoint) from a checkpoint written
+    by train.py: provided.results.load_trained's shape, as in every problem."""
+    return load_trained(Config, path, device)
 
 
 if __name__ == "__main__":

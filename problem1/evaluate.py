@@ -133,7 +133,7 @@ def decoded_runs(args, device):
         if loaded is None:
             continue
         found = True
-        model, saved = loaded
+        model, saved, _ = loaded
         test = tests[saved.digit_order]
         with torch.inference_mode():
             predicted = model.generate(test.src.to(device)).cpu()

@@ -54,10 +54,10 @@ def run_name(position: str) -> str:
 RUNS = {run_name(position): {"position": position} for position in POSITIONS}
 
 
-def load_model(path, device) -> tuple[OffsetRetrievalModel, Config]:
-    """(model in eval mode on device, its Config) from a checkpoint written by train.py."""
-    model, config, _ = load_trained(Config, path, device)
-    return model, config
+def load_model(path, device) -> tuple[OffsetRetrievalModel, Config, dict]:
+    """(model in eval mode on device, its Config, the checkpoint) from a checkpoint written
+    by train.py: provided.results.load_trained's shape, as in every problem."""
+    return load_trained(Config, path, device)
 
 
 if __name__ == "__main__":

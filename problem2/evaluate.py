@@ -242,8 +242,8 @@ def load_test_split(data_dir) -> OffsetDataset:
 
 
 def load_runs(results_dir, device) -> dict:
-    """{position: (model, config)} for every run whose weights are present; corrupt weights
-    stop the script with one line."""
+    """{position: (model, config, checkpoint)} for every run whose weights are present;
+    corrupt weights stop the script with one line."""
     runs = {}
     for position in POSITIONS:
         path = results_dir / f"model_{position}.pth"
@@ -267,7 +267,7 @@ def main(argv=None) -> int:
     tokens, targets = test_set.tokens.to(device), test_set.targets.to(device)
     metrics, maps = {}, {"sequence_index": ATTENTION_SEQUENCE, "k": K,
                          "tokens": test_set.tokens[ATTENTION_SEQUENCE].tolist(), "on_target": {}}
-    for position, (model, config) in runs.items():
+    for position, (model, config, _) in runs.items():
         counts = per_position_counts(model, tokens, targets)
         entry = position_metrics(counts["correct"], counts["count"])
         if position == "learned":

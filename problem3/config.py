@@ -91,14 +91,20 @@ def checkpoint_extras(vocab: SmilesVocab, step: int) -> dict:
     return {"vocab": vocab.chemistry_tokens, "step": step}
 
 
-def load_model(path, device) -> tuple[DecoderLM, SmilesVocab, Config, int]:
-    """(model in eval mode on device, its vocabulary, its Config, the step it was saved at)
-    from a checkpoint written by train.py."""
+def load_model(path, device) -> tuple[DecoderLM, Config, dict]:
+    """(model in eval mode on device, its Config, the checkpoint) from a checkpoint written
+    by train.py: provided.results.load_trained's shape, as in every problem. The checkpoint
+    holds the vocabulary (vocab_of) and the step it was saved at (checkpoint["step"])."""
     model, config, checkpoint = load_trained(Config, path, device)
     if not {"vocab", "step"} <= checkpoint.keys():
         raise BadFileError(f"{path} has no vocabulary or step: it was not written by "
                            "problem3/train.py; delete it and re-run the run")
-    return model, SmilesVocab(checkpoint["vocab"]), config, checkpoint["step"]
+    return model, config, checkpoint
+
+
+def vocab_of(checkpoint: dict) -> SmilesVocab:
+    """The vocabulary a checkpoint of load_model was trained with."""
+    return SmilesVocab(checkpoint["vocab"])
 
 
 if __name__ == "__main__":

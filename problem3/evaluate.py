@@ -35,7 +35,7 @@ from rdkit import Chem, RDLogger
 from rdkit.Chem import QED, Descriptors
 from tqdm import tqdm
 
-from problem3.config import MAIN_RUN, SWEEP, SWEEP_STEPS, TRAIN_THRESHOLD, load_model
+from problem3.config import MAIN_RUN, SWEEP, SWEEP_STEPS, TRAIN_THRESHOLD, load_model, vocab_of
 from problem3.dataset import IGNORE_INDEX, SmilesDataset, build_vocab
 
 # generate() is the homework's Part D and lives in sample.py, so sampling comes from there.
@@ -285,8 +285,8 @@ def checkpoints(results_dir: Path, run: str, device) -> list[tuple]:
         return []
     found = []
     for path in [*results_dir.glob(f"model_{run}_step*.pth"), final]:
-        model, vocab, _, step = load_model(path, device)
-        found.append((step, model, vocab))
+        model, _, checkpoint = load_model(path, device)
+        found.append((checkpoint["step"], model, vocab_of(checkpoint)))
     return sorted(found, key=lambda item: item[0])
 
 

@@ -13,7 +13,7 @@ import argparse
 
 import torch
 
-from problem3.config import RUN_NAME, load_model
+from problem3.config import RUN_NAME, load_model, vocab_of
 from problem3.model import DecoderLM
 from provided.common import (
     ArgumentParser,
@@ -116,7 +116,8 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     device = setup(args)
     path = args.results_dir / f"model_{args.run}.pth"
-    model, vocab, config, _ = load_model(path, device)
+    model, config, checkpoint = load_model(path, device)
+    vocab = vocab_of(checkpoint)
     if config.run != args.run:
         raise HomeworkError(f"{path} holds the run {config.run}, not {args.run}: it was renamed or "
                             "overwritten; train the run again")

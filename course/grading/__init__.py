@@ -1,8 +1,24 @@
 """The grading kit (instructors only, like all of course/).
 
-    grade.py      the grader and the Gradescope autograder (python -m course.grading.grade)
-    judge.py      the processes that run the graded tests (never submission code)
-    sandbox.py    the sandboxes submission code runs in, and their zygote
+By process (each file's first lines say which runs it):
+
+  the grader
+    grade.py      the grading run: setup, the stages of grade(), main, the CSV
+                  (python -m course.grading.grade)
+    trusted.py    what grading trusts, read once: the kit (code, handout, tests, bands)
+    intake.py     a submission into code: the defensive copy, the splice, the code kept
+    scoring.py    points: test entries, the results recomputed and judged against the bands
+    gradescope.py results.json, the autograder zip, the container's limits
+    judges.py     the grader's side of the judges: start, read, restart, stop
+    users.py      the sandbox users, their trees, and the cleanup after them
+  the zygote
+    zygote.py     the fork server of every judge and sandbox (imports neither side)
+  a judge
+    judge.py      the pytest run of the graded tests, each test's seam on a sandbox
+  a sandbox
+    sandbox.py    limits and isolation, then the seam's server (tests/seam.py)
+
+and beside them:
     recompute.py  the results recomputed from a submission's weights, logs, samples
     bands.py      the reference bands from the seed runs, and the rule that applies them
     handout.py    the student handout (python -m course.grading.handout)

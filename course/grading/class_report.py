@@ -49,13 +49,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from course.grading import rubric as RUBRIC
+from course.grading.intake import GRADED_FOLDER
 from provided.common import ArgumentParser, fail, script
 from provided.results import atomic_write_text, write_json
 
-GRADED_FOLDER = "graded_code"  # course.grading.grade.GRADED_FOLDER: beside the CSV
 REPORT_NAME = "class_report.md"
 FIGURE_NAME = "scores_per_part"
-NOT_RUN = ("not graded",)  # course.grading.grade's TOO_LATE and STOPPED: the test never ran
+NOT_RUN = ("not graded",)  # how course.grading.grade's TOO_LATE and STOPPED begin: never ran
 TOP = 10  # rows of the page's "most common mistakes"
 TESTS_SHOWN = 4  # catching tests named per row
 NAMES_SHOWN = 10  # submissions named per reason

@@ -13,7 +13,7 @@ students' code uses them: IGNORE_INDEX, causal_mask, ...).
 
 `--fill DIR` then puts the functions of DIR/problemN/*.py (alternative bodies, or a
 student's files) in place of the stripped ones: the way to check that a solution written
-differently from the reference passes. `splice` does that work, and course/grading/grade.py uses
+differently from the reference passes. `splice` does that work, and course/grading/intake.py uses
 it to grade one part at a time.
 """
 

@@ -87,7 +87,7 @@ from provided.smiles import HOMEWORK_TOKENS, SMILES_PATTERN, SPECIALS
 # Problem 1 weights 2.7 MB, Problem 2 79-112 KB, logs 1.3-16 KB, metrics 9-22 KB, samples 37 KB)
 WEIGHTS_BYTES = 8 * 2**20
 LOG_BYTES = 2**20
-METRICS_BYTES = 5 * 2**20  # course/grading/grade.py's RESULT_FILE_BYTES
+METRICS_BYTES = 5 * 2**20
 SAMPLES_BYTES = 2**18
 # a config field a run may choose freely: another seed (or thread count) is the same experiment
 FREE_FIELDS = {"problem1": ("seed",), "problem2": ("seed",), "problem3": ("seed", "threads")}

@@ -1,37 +1,27 @@
 """The points of the homework: every autograded part, the code it grades, and its points.
 
-Instructors only (the handout leaves course/ out). course/grading/grade.py reads this file, and
+Instructors only (the handout leaves course/ out). The grader reads this file, and
 the README's tables of parts and points are generated from it (parts_table, points_table,
 filled in by `python -m course.tools.report_tables README`).
 
 A part is graded by the tests that carry its marker (pytest -m p1b), public (tests/) and
 hidden (course/grading/hidden/), each test worth an equal share of the part's points. Every
 solution region (a function or method between # BEGIN SOLUTION / # END SOLUTION) belongs
-to exactly one part: REGIONS maps each file's regions to their part. When the grader grades
-part p1b it runs p1b's tests on the submission's p1b functions with the reference code in
-every other part, so that a mistake in one part never costs points in another.
+to exactly one part: REGIONS maps each file's regions to their part. The grader runs
+every part's tests on the submission's own code in every part (no reference code may enter
+a sandbox), so a part whose tests run another part's code end to end can lose points for a
+mistake there.
 
 The written answers are graded by hand with course/grading/RUBRIC.md; WRITTEN gives their points.
 """
 
-# part: (problem, part letter, title, points)
-PARTS = {
-    "p1a": ("problem1", "A", "Addition dataset", 4),
-    "p1b": ("problem1", "B", "Attention", 8),
-    "p1c": ("problem1", "C", "Encoder and decoder layers", 6),
-    "p1d": ("problem1", "D", "Training", 6),
-    "p1e": ("problem1", "E", "Head ablation, pruning, attention maps", 6),
-    "p2a": ("problem2", "A", "Offset dataset", 3),
-    "p2b": ("problem2", "B", "Sinusoidal table and shift rotation", 6),
-    "p2c": ("problem2", "C", "Rotary encoding and score shift", 7),
-    "p2d": ("problem2", "D", "Training", 4),
-    "p2e": ("problem2", "E", "Evaluation and checks", 5),
-    "p3a": ("problem3", "A", "Vocabulary and dataset", 5),
-    "p3b": ("problem3", "B", "Decoder-only model", 10),
-    "p3c": ("problem3", "C", "Training", 8),
-    "p3d": ("problem3", "D", "Sampling and well-formedness", 12),
-    "p3e": ("problem3", "E", "Evaluation", 10),
-}
+from tests.parts import PARTS as TEST_PARTS
+
+# part: (problem, part letter, title, points); the names and titles are tests/parts.py's
+POINTS = {"p1a": 4, "p1b": 8, "p1c": 6, "p1d": 6, "p1e": 6,
+          "p2a": 3, "p2b": 6, "p2c": 7, "p2d": 4, "p2e": 5,
+          "p3a": 5, "p3b": 10, "p3c": 8, "p3d": 12, "p3e": 10}
+PARTS = {part: (*named, POINTS[part]) for part, named in TEST_PARTS.items()}
 
 # file: {qualified function name: part}; every region of the repository is listed once.
 REGIONS = {

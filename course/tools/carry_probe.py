@@ -179,7 +179,7 @@ def main(argv=None) -> int:
     other = {kind: donors(test_src, fit_src, kind == "a2") for kind in ("a2", "c1")}
     for run, order in RUNS.items():
         for seed in SEEDS:
-            model, _ = load_model(paths[run, seed], "cpu")
+            model, _, _ = load_model(paths[run, seed], "cpu")
             fit, test = features(model, fit_src), features(model, test_src)
             result["runs"][run][str(seed)] = probe_model(fit, test, fit_src, test_src)
             result["patching"][run][str(seed)] = patching(

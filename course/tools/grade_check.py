@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 from course.grading import grade
+from course.grading import rubric as RUBRIC
 from course.grading.handout import fill_regions, make_handout, splice
 from provided.common import REPO_ROOT, ArgumentParser, script
 
@@ -55,7 +56,7 @@ def main(argv=None) -> int:
     parser = ArgumentParser(__doc__)
     parser.add_argument("--parts", nargs="+", default=None)
     args = parser.parse_args(argv)
-    rubric = grade.RUBRIC
+    rubric = RUBRIC
     parts = args.parts or list(rubric.PARTS)
     grader = grade.setup(parts)
 

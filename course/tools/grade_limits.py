@@ -3,7 +3,7 @@
     sudo python -m course.tools.grade_limits          # cgroup v1, as root; about 3 minutes
 
 Instructors only. Each attack is the empty handout with code in AdditionDataset.__init__
-(course/grading/kit/test_grade_sealed.py's _attack): it allocates without end, fills /dev/shm,
+(course.grading.attacks.plant): it allocates without end, fills /dev/shm,
 fills the disk, or starts threads without end. Each is graded (part p1a, a 5 s test limit)
 by `python -m course.grading.grade` inside a cgroup of the default container's size (768 MiB,
 0.5 CPU). A line per attack: whether the grader exited 0 and wrote results.json, its score,
@@ -21,8 +21,8 @@ import tempfile
 from collections import Counter
 from pathlib import Path
 
+from course.grading.attacks import plant
 from course.grading.handout import make_handout
-from course.grading.kit.test_grade_sealed import _attack
 from provided.common import REPO_ROOT, ArgumentParser, fail, script
 
 ATTACKS = {
@@ -95,7 +95,7 @@ def main(argv=None) -> int:
         scratch = Path(scratch)
         make_handout(scratch / "handout")
         for name, code in ATTACKS.items():
-            _attack(scratch / "handout", scratch / name, "init", code)
+            plant(scratch / "handout", scratch / name, "init", code)
             folders = make_cgroup(f"hw_limits_{os.getpid()}_{name}")
             out = scratch / f"{name}.json"
             try:

@@ -243,7 +243,7 @@ def main(argv=None) -> int:
 
     tokens, targets = test_set.tokens.to(device), test_set.targets.to(device)
     analysis = {}
-    for position, (model, config) in runs.items():
+    for position, (model, config, _) in runs.items():
         entry = analyse_run(model, config, tokens, targets, device)
         analysis[position] = entry
         target = entry["attention"]["on_target"]

@@ -42,7 +42,7 @@ def main(argv=None) -> int:
         path = folder / f"model_{run}.pth"
         if not path.exists():
             fail(f"{path} not found: train it with `make {path}` (about 3 minutes)")
-        model, _ = load_model(path, "cpu")
+        model, _, _ = load_model(path, "cpu")
         curves[run] = validation_pruning(model, AdditionDataset(DATA_DIR, "val", order),
                                          AdditionDataset(DATA_DIR, "test", order), run)
     write_json(folder / "pruning_validation.json", curves)

@@ -71,7 +71,7 @@ def seed_buckets(seed: int, scratch: Path) -> dict:
     log = "training_log_rotary.json"
     if read_json(out / log) != read_json(committed / log):
         raise SystemExit(f"seed {seed}: the retrained log differs from the committed one")
-    model, config = load_model(out / "model_rotary.pth", "cpu")
+    model, config, _ = load_model(out / "model_rotary.pth", "cpu")
     full = long_sequence_check(model, config, "cpu")  # what analysis.json reports
     long_model = dataclasses.replace(config, max_len=full["length"]).build_model()
     long_model.load_state_dict(model.state_dict())

@@ -14,7 +14,7 @@ results/metrics_n10000.json: problem3.evaluate.sample_metrics of all 10,000 and 
 block of 1,000 (the spread of a 1,000-sample measurement).
 """
 
-from problem3.config import MAIN_RUN, load_model
+from problem3.config import MAIN_RUN, load_model, vocab_of
 from problem3.evaluate import sample_metrics, train_canonical_set
 from problem3.sample import NUM_SAMPLES, sample_run
 from provided.common import DATA_DIR, ArgumentParser, fail, results_dir, script
@@ -36,7 +36,8 @@ def main(argv=None) -> int:
     folder = results_dir("problem3")
     path = folder / f"samples_{MAIN_RUN}_n{NUM_LARGE}.txt"
     if args.sample:
-        model, vocab, _, _ = load_model(folder / f"model_{MAIN_RUN}.pth", "cpu")
+        model, _, checkpoint = load_model(folder / f"model_{MAIN_RUN}.pth", "cpu")
+        vocab = vocab_of(checkpoint)
         drawn = sample_run(model, vocab, NUM_LARGE, 1.0, 0, "cpu")
         atomic_write_text(path, "\n".join(drawn) + "\n")
         print(f"wrote {path}")

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from course.grading.grade import build_autograder
+from course.grading.gradescope import build_autograder
 from course.grading.handout import make_handout, tracked_files
 from provided.common import REPO_ROOT
 

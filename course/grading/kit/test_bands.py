@@ -7,7 +7,7 @@ import json
 import pytest
 
 from course.grading import bands
-from course.grading.grade import in_band
+from course.grading.scoring import in_band
 from provided.common import results_dir
 
 pytestmark = pytest.mark.kit

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from course.grading import bands as bands_tool
-from course.grading import grade
+from course.grading import grade, gradescope, intake, rubric, scoring, trusted
 from course.grading.handout import (
     definitions,
     make_handout,
@@ -31,7 +31,7 @@ from course.grading.handout import (
 from provided.common import REPO_ROOT
 
 pytestmark = pytest.mark.kit
-RUBRIC = grade.RUBRIC
+RUBRIC = rubric
 
 TARGET = '''"""Doc."""
 
@@ -296,20 +296,20 @@ def test_band_limits():
     assert (low, high) == (pytest.approx(0.851), pytest.approx(0.949))
     flat = {"mean": 1.0, "sd": 0.0, "min": 1.0, "max": 1.0, "n_seeds": 5}
     assert bands_tool.band_limits(flat)[0] == pytest.approx(0.99)
-    assert grade.in_band(0.9, band)[0] and not grade.in_band(0.95, band)[0]
-    assert not grade.in_band(None, band)[0]  # no seed lacked the value
+    assert scoring.in_band(0.9, band)[0] and not scoring.in_band(0.95, band)[0]
+    assert not scoring.in_band(None, band)[0]  # no seed lacked the value
     sometimes = {**band, "n_seeds": 3, "missing": [1, 4]}  # e.g. steps_to_95 never reached
-    assert grade.in_band(None, sometimes)[0] and grade.in_band(0.9, sometimes)[0]
+    assert scoring.in_band(None, sometimes)[0] and scoring.in_band(0.9, sometimes)[0]
     never = {"mean": None, "sd": None, "min": None, "max": None, "n_seeds": 0,
              "missing": [0, 1]}
-    assert grade.in_band(None, never)[0] and not grade.in_band(500, never)[0]
+    assert scoring.in_band(None, never)[0] and not scoring.in_band(500, never)[0]
 
 
 def test_autograder_zip(tmp_path):
     """Gradescope unpacks the zip into /autograder/source: the repository's files sit at
     the zip's root, beside setup.sh and run_autograder."""
     path = tmp_path / "autograder.zip"
-    grade.build_autograder(path)
+    gradescope.build_autograder(path)
     names = zipfile.ZipFile(path).namelist()
     assert {"setup.sh", "run_autograder", "requirements.txt", "pyproject.toml",
             "course/grading/grade.py", "course/grading/rubric.py",
@@ -333,7 +333,7 @@ def test_the_reference_results_lie_inside_their_own_bands(tmp_path):
     """Recomputed from the repository's own files, every result lies in its band; a result
     whose weights are not here (they are not committed) is unverified, and with no data
     folder (CI runs the tests first) a problem is not graded, saying so."""
-    entries = grade.grade_results(grade.Kit({}, {}, grade.read_bands(), {}), REPO_ROOT,
+    entries = scoring.grade_results(trusted.Kit({}, {}, trusted.read_bands(), {}), REPO_ROOT,
                                   tmp_path)
     if not entries:
         pytest.skip("no reference_bands.json yet (make seeds)")
@@ -351,8 +351,8 @@ def test_a_helper_module_of_the_submission_comes_along(handout, tmp_path):
     (sub / "problem1" / "my_helpers.py").write_text("def half(x):\n    return x / 2\n")
     (sub / "problem1" / "conftest.py").write_text("raise SystemExit\n")
     (sub / "problem1" / "test_mine.py").write_text("def test_x():\n    pass\n")
-    kit = grade.Kit(grade.tree_files(), {}, {}, {})
-    files, reasons = grade.submission_code(kit, sub)
+    kit = trusted.Kit(trusted.tree_files(), {}, {}, {})
+    files, reasons = intake.submission_code(kit, sub)
     assert reasons == {} and files["problem1/my_helpers.py"].startswith(b"def half")
     assert "problem1/conftest.py" not in files and "problem1/test_mine.py" not in files
 
@@ -361,8 +361,8 @@ def test_a_file_that_does_not_compile_is_named_with_its_line(handout, tmp_path):
     sub = _fill(handout, tmp_path / "sub", REPO_ROOT, [])
     path = sub / "problem1" / "attention.py"
     path.write_text(path.read_text() + "\ndef broken(:\n")
-    kit = grade.Kit(grade.tree_files(), {}, {}, {})
-    _, reasons = grade.submission_code(kit, sub)
+    kit = trusted.Kit(trusted.tree_files(), {}, {}, {})
+    _, reasons = intake.submission_code(kit, sub)
     lines = len(path.read_text().splitlines())
     assert reasons["p1b"].startswith(f"problem1/attention.py, line {lines}:"), reasons
     assert set(reasons) == {"p1b"}, reasons
@@ -371,7 +371,7 @@ def test_a_file_that_does_not_compile_is_named_with_its_line(handout, tmp_path):
 def test_no_reference_value_reaches_a_student(tmp_path):
     """Before publication a student sees no band, mean or range: every results entry is
     shown after publication only, and says inside or outside, never the band."""
-    entries = grade.grade_results(grade.Kit({}, {}, grade.read_bands(), {}), REPO_ROOT,
+    entries = scoring.grade_results(trusted.Kit({}, {}, trusted.read_bands(), {}), REPO_ROOT,
                                   tmp_path)
     if not entries:
         pytest.skip("no reference_bands.json yet (make seeds)")
@@ -395,13 +395,13 @@ def test_run_names_cannot_reach_other_files(tmp_path):
          "final_val_loss": 1.0, "trains": True}]}))
     scratch = tmp_path / "scratch"
     scratch.mkdir()
-    entries = grade.grade_results(grade.Kit({}, {}, grade.read_bands(), {}), sub, scratch)
+    entries = scoring.grade_results(trusted.Kit({}, {}, trusted.read_bands(), {}), sub, scratch)
     assert not any("123" in e["output"] for e in entries)
 
 
 def test_a_huge_number_is_not_a_result():
     band = {"n_seeds": 5, "mean": 0.5, "sd": 0.1, "min": 0.4, "max": 0.6}
-    assert grade.in_band(10**400, band)[0] is False
+    assert scoring.in_band(10**400, band)[0] is False
 
 
 def test_copied_numbers_without_runs_earn_no_results_points(tmp_path):
@@ -418,7 +418,7 @@ def test_copied_numbers_without_runs_earn_no_results_points(tmp_path):
         shutil.copy(log, sub / "problem3" / "results" / other.name)
     scratch = tmp_path / "scratch"
     scratch.mkdir()
-    entries = grade.grade_results(grade.Kit({}, {}, grade.read_bands(), {}), sub, scratch)
+    entries = scoring.grade_results(trusted.Kit({}, {}, trusted.read_bands(), {}), sub, scratch)
     if not entries:
         pytest.skip("no reference_bands.json yet (make seeds)")
     if any(e["output"].startswith("not graded: the grader's data") for e in entries):
@@ -436,8 +436,8 @@ def test_a_file_that_breaks_the_compiler_fails_its_parts_only(handout, tmp_path,
     sub = _fill(handout, tmp_path / "sub", REPO_ROOT, ["problem1/attention.py"])
     path = sub / "problem1" / "attention.py"
     path.write_text(path.read_text() + extra)
-    kit = grade.Kit(grade.tree_files(), {}, {}, {})
-    _, reasons = grade.submission_code(kit, sub)
+    kit = trusted.Kit(trusted.tree_files(), {}, {}, {})
+    _, reasons = intake.submission_code(kit, sub)
     assert set(reasons) == {"p1b"} and "problem1/attention.py" in reasons["p1b"], reasons
 
 
@@ -448,8 +448,8 @@ def test_the_splice_splits_lines_as_python_does(handout, tmp_path):
     path = sub / "problem1" / "attention.py"
     path.write_text("# a comment\u2028with a separator\f and a form feed\nimport math\n"
                     + path.read_text())
-    kit = grade.Kit(grade.tree_files(), {}, {}, {})
-    code, reasons = grade.submission_code(kit, sub)
+    kit = trusted.Kit(trusted.tree_files(), {}, {}, {})
+    code, reasons = intake.submission_code(kit, sub)
     assert reasons == {}, reasons
     compile(code["problem1/attention.py"], "attention.py", "exec")
     assert b"import math" in code["problem1/attention.py"]
@@ -462,7 +462,7 @@ def test_copy_submission_takes_regular_files_only_and_says_what_it_left_out(tmp_
     with a note naming it."""
     import os
 
-    monkeypatch.setattr(grade, "SUBMISSION_FILE_BYTES", 1000)
+    monkeypatch.setattr(intake, "SUBMISSION_FILE_BYTES", 1000)
     source = tmp_path / "s"
     (source / "problem1" / "results").mkdir(parents=True)
     (source / "problem1" / "attention.py").write_text("x = 1\n")
@@ -479,7 +479,7 @@ def test_copy_submission_takes_regular_files_only_and_says_what_it_left_out(tmp_
     (deep / "model.py").write_text("y = 2\n")
     out = tmp_path / ("o" * 250) / ("o" * 250) / "copy"
     out.mkdir(parents=True)
-    notes = grade.copy_submission(source, out)
+    notes = intake.copy_submission(source, out)
     assert (out / "problem1" / "attention.py").read_text() == "x = 1\n"
     assert not (out / "problem1" / "link.py").exists()
     assert not (out / "problem1" / "results" / "metrics.json").exists()
@@ -496,11 +496,11 @@ def test_read_regular_refuses_links_fifos_devices_and_files_over_the_limit(tmp_p
     plain.write_bytes(b"12345")
     (tmp_path / "link").symlink_to(plain)
     os.mkfifo(tmp_path / "fifo")
-    assert grade.read_regular(plain, 5) == b"12345"
-    assert grade.read_regular(plain, 4) is None
+    assert intake.read_regular(plain, 5) == b"12345"
+    assert intake.read_regular(plain, 4) is None
     for name in ("link", "fifo", "missing"):
-        assert grade.read_regular(tmp_path / name, 100) is None, name
-    assert grade.read_regular(Path("/dev/zero"), 100) is None
+        assert intake.read_regular(tmp_path / name, 100) is None, name
+    assert intake.read_regular(Path("/dev/zero"), 100) is None
 
 
 def test_a_submission_the_grader_fails_on_is_a_csv_row_and_the_others_go_on(tmp_path,

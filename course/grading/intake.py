@@ -1,0 +1,186 @@
+"""A submission into code and files the grader can use: the intake.
+
+Runs in the grader (course/grading/grade.py) and never imports or runs a submission's
+code: it copies the submission's regular files with defensive reads (no links, FIFOs or
+devices, nothing over the size limits), finds its root, splices its solution functions into
+the handout's files (course.grading.handout.splice) and keeps the code as graded beside the
+results. results_files runs in the forked child that recomputes the results
+(course/grading/scoring.py).
+"""
+
+import os
+import stat
+from pathlib import Path
+
+from course.grading import rubric as RUBRIC
+from course.grading.handout import region_functions, splice
+from course.grading.trusted import Kit, is_test_file
+from course.grading.users import remove_tree
+
+SUBMISSION_LIMIT_BYTES = 200 * 2**20
+SUBMISSION_FILE_BYTES = 20 * 2**20
+SUBMISSION_FILES = 5000  # files taken from a submission, at most
+GRADED_FOLDER = "graded_code"  # beside results.json: the submission's code as graded
+
+
+def read_regular(path: Path, limit: int) -> bytes | None:
+    """path's bytes if it is a regular file of at most limit bytes, else None: opened without
+    following a link (O_NOFOLLOW) and without waiting on a FIFO (O_NONBLOCK), checked on the
+    open file itself (fstat), and read no further than limit."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        status = os.fstat(fd)
+        if not stat.S_ISREG(status.st_mode) or status.st_size > limit:
+            return None
+        chunks, size = [], 0
+        while size <= limit:
+            chunk = os.read(fd, min(2**20, limit + 1 - size))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        return None if size > limit else b"".join(chunks)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def copy_submission(source: Path, out: Path) -> list[str]:
+    """The submission's regular files (no links, FIFOs or devices, nothing over the size
+    limits) under out: everything the grader reads of a submission comes from this copy.
+    Returns a note per file of a problem folder left out (a path too long to copy, or one
+    over the limits), for the student to see: the grader reads nothing else."""
+    total, count, notes = 0, 0, []
+    for folder, dirs, names in os.walk(source, followlinks=False):
+        dirs[:] = [d for d in dirs if not d.startswith(".") and d != "__pycache__"]
+        for name in names:
+            path = Path(folder) / name
+            relative = path.relative_to(source)
+            noted = any(part.startswith("problem") for part in relative.parts[:2])
+            if path.suffix == ".pth" and not (name.startswith("model_")
+                                              and path.parent.name == "results"):
+                continue  # weights: only the runs' own (step checkpoints, resume files stay)
+            if count >= SUBMISSION_FILES:
+                notes += [f"{relative}: left out, over {SUBMISSION_FILES} files"] * noted
+                continue
+            data = read_regular(path, min(SUBMISSION_FILE_BYTES, SUBMISSION_LIMIT_BYTES - total))
+            if data is None:
+                if noted and path.is_file() and not path.is_symlink():
+                    notes.append(f"{relative}: left out, over the size limits "
+                                 f"({SUBMISSION_FILE_BYTES / 2**20:g} MiB a file, "
+                                 f"{SUBMISSION_LIMIT_BYTES / 2**20:g} MiB in all)")
+                continue  # a link, FIFO, device or unreadable file: never read
+            target = out / relative
+            try:
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(data)
+            except OSError as err:  # a path too long for the grader's copy, say
+                notes += [f"{relative}: left out, it could not be copied "
+                          f"({err.strerror or type(err).__name__})"] * noted
+                continue
+            total, count = total + len(data), count + 1
+    return notes
+
+
+def find_root(submission: Path) -> Path | None:
+    """The folder of a submission that holds problem1/, problem2/ or problem3/ (Gradescope
+    may unpack a repository one level down)."""
+    for folder in [submission, *sorted(p for p in submission.iterdir() if p.is_dir())]:
+        if any((folder / f"problem{n}").is_dir() for n in (1, 2, 3)):
+            return folder
+    return None
+
+
+def submission_code(kit: Kit, root: Path | None) -> tuple[dict, dict]:
+    """({path: bytes} of the submission's code as graded, {part: a reason its code could not
+    be taken}): each solution file is the handout's with the submission's functions spliced
+    in (course.grading.handout.splice), plus any module of its own the submission added to a
+    problem folder (a helper file).
+
+    Only the solution functions come along from a submission's file, with the imports,
+    functions, classes and literal constants they may use that the handout lacks. So code
+    outside the solution regions (provided code the submission changed, statements at
+    module level) is never graded or run, and a function the submission lacks stays
+    unsolved (NotImplementedError)."""
+    handout, code, reasons = kit.handout, {}, {}
+    for name, functions in RUBRIC.REGIONS.items():
+        problem = name.split("/")[0]
+        parts = sorted(set(functions.values()))
+        submitted = root / name if root is not None else None
+        if root is None or not (root / problem).is_dir():
+            reasons.update(dict.fromkeys(parts, f"your submission has no {problem}/ folder"))
+            continue
+        if not submitted.is_file():
+            reasons.update(dict.fromkeys(parts, f"your submission has no {name}"))
+            continue
+        try:
+            student = submitted.read_text()
+            compile(student, name, "exec")
+        except SyntaxError as err:
+            reasons.update(dict.fromkeys(parts, f"{name}, line {err.lineno}: {err.msg} (the "
+                                                "file does not compile)"))
+            continue
+        except (UnicodeDecodeError, ValueError, RecursionError, MemoryError) as err:
+            reasons.update(dict.fromkeys(parts, f"{name} cannot be read as Python source: "
+                                                f"{type(err).__name__}"))
+            continue
+        try:
+            code[name] = splice(handout[name].decode(), student,
+                                region_functions(kit.files[name].decode())).encode()
+        except (SyntaxError, ValueError, RecursionError, MemoryError) as err:
+            reasons.update(dict.fromkeys(parts, f"{name}: its functions could not be taken "
+                                                f"({type(err).__name__}: {err})"[:300]))
+    for folder in sorted({name.split("/")[0] for name in RUBRIC.REGIONS}):
+        if root is None:
+            break
+        for added in sorted((root / folder).glob("*.py")):
+            name = f"{folder}/{added.name}"
+            if name not in kit.files and added.stem.isidentifier() and not is_test_file(name):
+                code[name] = added.read_bytes()
+    return code, reasons
+
+
+def keep_graded_code(folder: Path, code: dict) -> None:
+    """The submission's code exactly as graded, in folder (replaced; a results.json there,
+    which grade keeps writing, stays)."""
+    if folder.is_dir() and not folder.is_symlink():
+        for entry in folder.iterdir():
+            if entry.name != "results.json":
+                remove_tree(entry)
+    else:
+        remove_tree(folder)
+    for name, data in code.items():
+        path = folder / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+
+
+def results_files(folder: Path, problem: str, out: Path) -> Path:
+    """out holding only the submission's result files the grader reads, as plain files:
+    metrics.json, and per prescribed run (by the run registry) its training log, its
+    weights (Problems 1 and 2) and, for Problem 3's long run, its samples, each within its
+    size limit (course.grading.recompute). A run name in metrics.json then names no other file:
+    with no folder in out, a path such as training_log_x/../../secret.json resolves to
+    nothing."""
+    import importlib
+
+    from course.grading import recompute
+
+    config = importlib.import_module(f"{problem}.config")
+    names = {"metrics.json": recompute.METRICS_BYTES}
+    for run in config.RUNS:
+        names[f"training_log_{run}.json"] = recompute.LOG_BYTES
+        if problem != "problem3":
+            names[f"model_{run}.pth"] = recompute.WEIGHTS_BYTES
+    if problem == "problem3":
+        names[f"samples_{config.MAIN_RUN}.txt"] = recompute.SAMPLES_BYTES
+    out.mkdir(mode=0o700)
+    for name, limit in names.items():
+        data = read_regular(folder / name, limit)
+        if data is not None:
+            (out / name).write_bytes(data)
+    return out

@@ -1,0 +1,131 @@
+"""The zygote: a fork server that shares its imported libraries with every judge and sandbox.
+
+Runs as its own process, a fresh Python interpreter that the grader (course/grading/grade.py)
+starts before it reads anything secret, so that nothing forked from it holds a hidden test,
+a reference solution, a band or the rubric in its memory. It imports torch, numpy and the
+other libraries once, then imports each entry of ENTRIES by name and runs its `prepare()`
+(what the kernel allows here, found once), and from then on only forks: one child per
+request on its Unix socket, which runs the named entry's `main(request, fd, facts)`. This
+module names its entries and imports neither side's code itself.
+
+`Zygote` is the handle on it: the grader's (which starts it) and a judge's (which asks it
+for sandboxes, Zygote.at).
+"""
+
+import ctypes
+import importlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+# what a child of the zygote may be: its module, which has main(request, fd, facts) and
+# may have prepare() -> facts
+ENTRIES = {"judge": "course.grading.judge", "sandbox": "course.grading.sandbox"}
+# imported once by the zygote, for every sandbox to share: what the code under test uses
+# (torch._dynamo is what an optimizer's first step imports: 1.5 CPU-seconds, 70 MB); a
+# sandbox that draws a figure imports matplotlib itself
+PRELOADED = ("torch", "torch._dynamo", "torch.optim", "torch.utils.data", "numpy",
+             "rdkit.Chem", "tqdm")
+# ... and what the judges, also forked from the zygote, use besides
+JUDGE_PRELOADED = ("pytest", "_pytest.timing", "pytest_timeout", "hypothesis",
+                   "matplotlib.pyplot")
+PR_SET_CHILD_SUBREAPER = 36
+
+
+def zygote_main(path: str) -> None:
+    """The zygote: import the libraries and the entries, then fork one child per request on
+    the Unix socket at path. Started by Zygote() as a fresh interpreter."""
+    os.environ.setdefault("MPLBACKEND", "Agg")
+    for name in PRELOADED + JUDGE_PRELOADED:
+        importlib.import_module(name)
+    import torch
+
+    torch.set_num_threads(1)
+    entries = {kind: importlib.import_module(module) for kind, module in ENTRIES.items()}
+    facts = {"zygote": path}
+    for entry in entries.values():
+        if hasattr(entry, "prepare"):
+            facts.update(entry.prepare())
+    import gc
+
+    gc.collect()
+    gc.freeze()  # the collector leaves the libraries' objects alone: fewer copied pages
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped by the kernel
+    # ... and so are orphans: a sandbox whose waiter outside its pid namespace was killed
+    # first, or a process a sandbox left, is reparented here, not to the machine's init
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path)
+    listener.listen(64)
+    print(json.dumps({"ready": True, "isolation": facts.get("isolation", "")}), flush=True)
+    while True:
+        connection, _ = listener.accept()
+        with connection:
+            try:
+                data, fds, _, _ = socket.recv_fds(connection, 65536, 1)
+                request = json.loads(data)
+                entry = entries[request.pop("entry")]
+            except (OSError, ValueError, KeyError, TypeError, AttributeError):
+                continue
+            if not fds:
+                continue
+            pid = os.fork()
+            if pid == 0:
+                signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+                listener.close()
+                connection.close()
+                try:
+                    entry.main(request, fds[0], facts)
+                finally:
+                    os._exit(0)
+            os.close(fds[0])
+            try:
+                connection.sendall(json.dumps({"pid": pid}).encode())
+            except OSError:
+                pass
+
+
+class Zygote:
+    """A handle on the zygote process: the grader's (which started it), or a judge's."""
+
+    process = None
+
+    @classmethod
+    def at(cls, path: str) -> "Zygote":
+        """The zygote listening at path, started by someone else."""
+        zygote = cls.__new__(cls)
+        zygote.path = path
+        return zygote
+
+    def __init__(self, folder: Path):
+        self.path = str(folder / "zygote.sock")
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "OMP_NUM_THREADS": "1",
+               "MPLBACKEND": "Agg", "PYTHONDONTWRITEBYTECODE": "1", "LANG": "C.UTF-8"}
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", "import sys; from course.grading.zygote import zygote_main; "
+             "zygote_main(sys.argv[1])", self.path], cwd=REPO_ROOT, env=env,
+            stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
+        line = self.process.stdout.readline()
+        try:
+            self.isolation = json.loads(line)["isolation"]
+        except (ValueError, KeyError) as err:
+            raise RuntimeError("the sandbox zygote did not start") from err
+
+    def fork(self, entry: str, request: dict, fd: int) -> int:
+        """Fork a child that runs ENTRIES[entry]'s main(request, fd, facts); its pid. The
+        child owns a copy of fd (this process keeps its own)."""
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as connection:
+            connection.connect(self.path)
+            socket.send_fds(connection, [json.dumps({**request, "entry": entry}).encode()],
+                            [fd])
+            reply = connection.recv(4096)
+        return int(json.loads(reply)["pid"])
+
+    def close(self) -> None:
+        self.process.kill()
+        self.process.wait()
