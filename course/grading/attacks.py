@@ -101,9 +101,9 @@ ATTACKS = {
         self.src = self.tgt_in = self.tgt_out = Yes()
         return
         """),
-    # what the splice takes
+    # code at module level, which runs in each sandbox that imports the file
     "computed_constant_at_module_level": ("module", """
-        _X = __import__("pathlib").Path("/tmp/hw_splice_ran").write_text("ran")
+        _X = __import__("pathlib").Path("/tmp/hw_module_level_ran").write_text("ran")
         """),
     # secrets
     "reads_secrets_from_memory_and_disk": ("init", with_repo("""

@@ -193,6 +193,85 @@ def _after_docstring(source: str, text: str) -> str:
     return "".join(lines[:line]) + text + "".join(lines[line:])
 
 
+# ------------------------------------------------------------ a submission's file, graded
+CODING_COOKIE = re.compile(r"^[ \t\f]*#.*?coding[:=][ \t]*[-\w.]+")
+
+
+def read_source(data: bytes) -> str:
+    """A Python file's bytes decoded as Python decodes them: a BOM, a PEP 263 encoding
+    cookie, CRLF or CR line ends. The cookie (on line 1 or 2) is rewritten to utf-8, the
+    encoding the grader writes the file in, so that every line keeps its number.
+    SyntaxError or UnicodeDecodeError where Python would refuse the file."""
+    import importlib.util
+
+    text = importlib.util.decode_source(data)
+    lines = source_lines(text)
+    for number in range(min(2, len(lines))):
+        if CODING_COOKIE.match(lines[number]):
+            lines[number] = "# -*- coding: utf-8 -*-\n"
+            break
+        if not lines[number].lstrip().startswith("#") and lines[number].strip():
+            break
+    return "".join(lines)
+
+
+def graded_source(student: str, handout: str, regions) -> str:
+    """The file the grader runs for a submission's solution file: the student's file as it
+    is, every top-level statement in its own order (imports, constants of any expression,
+    helpers, decorators, the `__main__` block), with the *given* code put back as the
+    handout has it. Given code is each function, method and class of the handout that
+    holds no solution region (regions: the qualified names of those that do): where the
+    student's file defines it, the handout's text replaces it. A definition of the handout
+    the file lacks, given or a solution's stub (raising NotImplementedError), is added (a
+    method at the end of its class, anything else before the `__main__` block), and so are
+    the handout's imports the file lacks, after its docstring. So a file whose given code
+    is the handout's is graded exactly as written."""
+    student, handout = "".join(source_lines(student)), "".join(source_lines(handout))
+    ours, theirs = ast.parse(student), ast.parse(handout)
+    defined, given_defs = definitions(ours), definitions(theirs)
+    holds = {".".join(name.split(".")[:depth]) for name in regions
+             for depth in range(1, name.count(".") + 2)}  # a region's function, its classes
+    given = [name for name, node in given_defs.items() if name not in holds
+             and not any(name.startswith(outer + ".") for outer in given_defs
+                         if outer not in holds and isinstance(given_defs[outer], ast.ClassDef))]
+    lines, handout_lines = source_lines(student), source_lines(handout)
+    replaced = [n for n in given if n in defined]
+    for name in sorted(replaced, key=lambda n: -_span(defined[n])[0]):  # bottom up
+        start, end = _span(defined[name])
+        h_start, h_end = _span(given_defs[name])
+        indent = re.match(r"\s*", lines[start - 1]).group(0)
+        lines[start - 1:end] = _reindent(handout_lines[h_start - 1:h_end], indent)
+    body = "".join(lines)
+    for name, node in given_defs.items():  # what the file lacks: given code, or a stub
+        outer = name.rpartition(".")[0]
+        if name not in defined and (not outer or outer in defined):
+            start, end = _span(node)
+            body = _add_definition(body, name, "".join(handout_lines[start - 1:end]))
+    ours = ast.parse(body)
+    present = {ast.dump(node) for node in ours.body if isinstance(node, (ast.Import,
+                                                                         ast.ImportFrom))}
+    imports = [ast.get_source_segment(handout, node) + "\n" for node in theirs.body
+               if isinstance(node, (ast.Import, ast.ImportFrom)) and ast.dump(node) not in present
+               and getattr(node, "module", "") != "__future__"]
+    return _after_docstring(body, "".join(imports))
+
+
+def _add_definition(source: str, name: str, text: str) -> str:
+    """source with a definition it lacks added: a method (qualified name) at the end of its
+    class, where the class is there; anything else before the `__main__` block."""
+    outer, _, _ = name.rpartition(".")
+    found = definitions(ast.parse(source)).get(outer) if outer else None
+    if isinstance(found, ast.ClassDef):
+        lines = source_lines(source)
+        indent = re.match(r"\s*", lines[found.body[0].lineno - 1]).group(0)
+        added = _reindent(source_lines(text), indent)
+        if not lines[found.end_lineno - 1].endswith("\n"):
+            lines[found.end_lineno - 1] += "\n"
+        lines[found.end_lineno:found.end_lineno] = ["\n", *added]
+        return "".join(lines)
+    return _before_main_guard(source, "".join(_reindent(source_lines(text), "")) + "\n\n")
+
+
 def solution_files(repo: Path = REPO_ROOT) -> list[str]:
     """The problem modules that hold solution regions, relative to repo."""
     return sorted(str(path.relative_to(repo)) for path in repo.glob("problem*/*.py")

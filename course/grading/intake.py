@@ -2,10 +2,10 @@
 
 Runs in the grader (course/grading/grade.py) and never imports or runs a submission's
 code: it copies the submission's regular files with defensive reads (no links, FIFOs or
-devices, nothing over the size limits), finds its root, splices its solution functions into
-the handout's files (course.grading.handout.splice) and keeps the code as graded beside the
-results. results_files runs in the forked child that recomputes the results
-(course/grading/scoring.py).
+devices, nothing over the size limits), finds its root, takes its solution files whole with
+the given code put back as the handout has it (course.grading.handout.graded_source) and
+keeps the code as graded beside the results. results_files runs in the forked child that
+recomputes the results (course/grading/scoring.py).
 """
 
 import os
@@ -13,7 +13,7 @@ import stat
 from pathlib import Path
 
 from course.grading import rubric as RUBRIC
-from course.grading.handout import region_functions, splice
+from course.grading.handout import graded_source, read_source, region_functions
 from course.grading.trusted import Kit, is_test_file
 from course.grading.users import remove_tree
 
@@ -97,16 +97,17 @@ def find_root(submission: Path) -> Path | None:
 
 def submission_code(kit: Kit, root: Path | None) -> tuple[dict, dict]:
     """({path: bytes} of the submission's code as graded, {part: a reason its code could not
-    be taken}): each solution file is the handout's with the submission's functions spliced
-    in (course.grading.handout.splice), plus any module of its own the submission added to a
-    problem folder (a helper file).
+    be taken}): each solution file is the submission's own, whole, with the given code put
+    back as the handout has it (course.grading.handout.graded_source), plus any module of
+    its own the submission added to a problem folder (a helper file).
 
-    Only the solution functions come along from a submission's file, with the imports,
-    functions, classes and literal constants they may use that the handout lacks. So code
-    outside the solution regions (provided code the submission changed, statements at
-    module level) is never graded or run, and a function the submission lacks stays
-    unsolved (NotImplementedError)."""
-    handout, code, reasons = kit.handout, {}, {}
+    So what runs is what the student ran: every top-level statement of the file in its own
+    order (imports, constants, helpers, decorators, the `__main__` block, prints), decoded
+    as Python decodes it (BOM, encoding cookie, CRLF). It runs only in a sandbox: code at
+    module level that raises, loops or prints fails the tests that import the module, with
+    its reason. A region function the submission lacks is the handout's (it raises
+    NotImplementedError; it never falls back to the reference's)."""
+    code, reasons = {}, {}
     for name, functions in RUBRIC.REGIONS.items():
         problem = name.split("/")[0]
         parts = sorted(set(functions.values()))
@@ -118,22 +119,23 @@ def submission_code(kit: Kit, root: Path | None) -> tuple[dict, dict]:
             reasons.update(dict.fromkeys(parts, f"your submission has no {name}"))
             continue
         try:
-            student = submitted.read_text()
+            student = read_source(submitted.read_bytes())
             compile(student, name, "exec")
         except SyntaxError as err:
-            reasons.update(dict.fromkeys(parts, f"{name}, line {err.lineno}: {err.msg} (the "
-                                                "file does not compile)"))
+            where = f"{name}, line {err.lineno}" if err.lineno else name
+            reasons.update(dict.fromkeys(parts, f"{where}: {err.msg} (the file does not "
+                                                "compile)"))
             continue
         except (UnicodeDecodeError, ValueError, RecursionError, MemoryError) as err:
             reasons.update(dict.fromkeys(parts, f"{name} cannot be read as Python source: "
                                                 f"{type(err).__name__}"))
             continue
         try:
-            code[name] = splice(handout[name].decode(), student,
-                                region_functions(kit.files[name].decode())).encode()
+            code[name] = graded_source(student, kit.handout[name].decode(),
+                                       region_functions(kit.files[name].decode())).encode()
         except (SyntaxError, ValueError, RecursionError, MemoryError) as err:
-            reasons.update(dict.fromkeys(parts, f"{name}: its functions could not be taken "
-                                                f"({type(err).__name__}: {err})"[:300]))
+            reasons.update(dict.fromkeys(parts, f"{name}: its given code could not be put "
+                                                f"back ({type(err).__name__}: {err})"[:300]))
     for folder in sorted({name.split("/")[0] for name in RUBRIC.REGIONS}):
         if root is None:
             break

@@ -4,11 +4,12 @@ network, leave anything behind, change another submission's grade, or stop resul
 from being written.
 
 Every attack is the empty handout (which scores 0) with code added to problem1/dataset.py:
-at module level (the splice must leave it behind), in AdditionDataset.__init__ (it runs in
-the sandbox of every test of part p1a), or as extra files. The classes of attack: forging
+at module level (it runs in every sandbox that imports the file), in
+AdditionDataset.__init__ (it runs in the sandbox of every test of part p1a), or as extra
+files. The classes of attack: forging
 the verdict (from the sandbox's memory, its file descriptors, the judge's memory, a
 conftest, patched libraries), lying objects (tensor subclasses, objects whose == and bool
-are always true), code run by the splice, secrets (hidden tests, reference solutions and
+are always true), code at module level, secrets (hidden tests, reference solutions and
 bands, read from memory, disk or /proc), the network, state that outlives a test (files,
 System V IPC, processes), and the resources (memory, processes, time). One grader process
 grades them all, part p1a only, with short time limits. Sealing needs root (the sandbox
@@ -157,7 +158,7 @@ def test_no_network(graded):
 
 
 def test_nothing_outlives_a_test(graded):
-    assert not Path("/tmp/hw_splice_ran").exists(), "a computed constant ran at import"
+    assert not Path("/tmp/hw_module_level_ran").exists(), "a module-level file was left"
     for folder in LEFT_BEHIND_FOLDERS:
         assert not Path(folder, "hw_left_behind").exists(), f"a file left in {folder}"
     shm = Path("/proc/sysvipc/shm").read_text().splitlines()
@@ -195,11 +196,14 @@ def _owner(path: Path):
         return None
 
 
-def test_only_the_parts_functions_of_a_submission_are_taken(graded):
-    """Module-level code of a submission never runs; a region function it deleted stays
-    unsolved (it does not fall back to the reference's)."""
-    module = " ".join(t["output"] for t in graded["code_at_module_level"]["tests"])
-    assert "module-level code ran" not in module and "NotImplementedError" in module
+def test_module_level_code_runs_in_the_sandbox_only_and_fails_its_own_tests(graded):
+    """A submission's file is taken whole, so its module-level code runs, in the sandbox:
+    raising there fails the tests that import the module, naming the error; a region
+    function the file deleted is the handout's stub (it does not fall back to the
+    reference's)."""
+    attack = graded["code_at_module_level"]
+    module = " ".join(t["output"] for t in attack["tests"] if t["tags"] == ["p1a"])
+    assert _score(attack) == 0 and "module-level code ran" in module, module[:300]
     deleted = graded["deletes_a_function_to_get_the_reference"]
     failed = [t["output"] for t in deleted["tests"] if t["tags"] == ["p1a"] and not t["score"]]
     assert failed and any("NotImplementedError" in output for output in failed)
