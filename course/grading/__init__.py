@@ -6,7 +6,7 @@ By process (each file's first lines say which runs it):
     grade.py      the grading run: setup, the stages of grade(), main, the CSV
                   (python -m course.grading.grade)
     trusted.py    what grading trusts, read once: the kit (code, handout, tests, bands)
-    intake.py     a submission into code: the defensive copy, the splice, the code kept
+    intake.py     a submission into code: the defensive copy, its files whole, the code kept
     scoring.py    points: test entries, the results recomputed and judged against the bands
     gradescope.py results.json, the autograder zip, the container's limits
     judges.py     the grader's side of the judges: start, read, restart, stop

@@ -17,7 +17,7 @@ sandbox ever holds those in its memory. Before it serves a request, a sandbox
     course/grading/users.py), so that the grading files, the results and other submissions
     are out of its reach;
   - keeps one file descriptor, its channel to the judge, and sends /dev/null its output;
-  - imports only its tree: the handout's code with the submission's functions spliced in,
+  - imports only its tree: the submission's files (the given code as the handout has it)
     and the public test helpers. No test file enters it.
 
 It then answers the judge's requests (tests/seam.py: import, get an attribute, call, ...)
