@@ -33,6 +33,7 @@ import socket
 import sys
 from pathlib import Path
 
+from course.grading import syscalls
 from course.grading.users import world_writable_folders
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -86,57 +87,6 @@ def private_scratch(tree: str, shared: list[str]) -> None:
             _mount("/dev/null", str(entry), None, MS_BIND)
 
 
-# seccomp: a filter that refuses the sockets that reach a network (and io_uring, which could
-# open one behind the filter's back), installed in every sandbox, sealed or not
-SECCOMP_ARCH = {"x86_64": (0xC000003E, 41), "aarch64": (0xC00000B7, 198)}  # arch, socket()
-NETWORK_FAMILIES = (2, 10, 16, 17)  # AF_INET, AF_INET6, AF_NETLINK, AF_PACKET
-IO_URING_SETUP = 425
-PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 38, 22, 2
-RET_ALLOW, RET_EPERM = 0x7FFF0000, 0x00050001
-
-
-class _Instruction(ctypes.Structure):
-    _fields_ = [("code", ctypes.c_ushort), ("jt", ctypes.c_ubyte), ("jf", ctypes.c_ubyte),
-                ("k", ctypes.c_uint)]
-
-
-class _Program(ctypes.Structure):
-    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(_Instruction))]
-
-
-def network_filter() -> list[tuple] | None:
-    """The BPF program (code, jt, jf, k) of the filter for this machine, None if unknown."""
-    machine = os.uname().machine
-    if machine not in SECCOMP_ARCH:
-        return None
-    arch, socket_nr = SECCOMP_ARCH[machine]
-    load, jeq, jge, ret = 0x20, 0x15, 0x35, 0x06
-    program = [(load, 0, 0, 4),  # seccomp_data.arch
-               (jeq, 1, 0, arch), (ret, 0, 0, RET_EPERM),  # another ABI: refuse everything
-               (load, 0, 0, 0),  # seccomp_data.nr
-               (jge, 0, 1, 0x40000000), (ret, 0, 0, RET_EPERM),  # x32 numbers
-               (jeq, 0, 1, IO_URING_SETUP), (ret, 0, 0, RET_EPERM),
-               (jeq, 1, 0, socket_nr), (ret, 0, 0, RET_ALLOW),
-               (load, 0, 0, 16)]  # seccomp_data.args[0], the socket's family
-    for family in NETWORK_FAMILIES:
-        program += [(jeq, 0, 1, family), (ret, 0, 0, RET_EPERM)]
-    return program + [(ret, 0, 0, RET_ALLOW)]
-
-
-def deny_network() -> bool:
-    """Install the network filter in this process (and every process it starts); whether
-    it took. Needs no privilege: no_new_privs comes first, as the kernel asks."""
-    program = network_filter()
-    if program is None:
-        return False
-    libc = ctypes.CDLL(None, use_errno=True)
-    instructions = (_Instruction * len(program))(*[_Instruction(*i) for i in program])
-    fprog = _Program(len(program), instructions)
-    if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
-        return False
-    return libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0) == 0
-
-
 def _works_in_a_child(attempt) -> bool:
     pid = os.fork()
     if pid == 0:
@@ -146,8 +96,8 @@ def _works_in_a_child(attempt) -> bool:
 
 
 def _refused() -> bool:
-    """Whether, after deny_network(), an internet socket is refused (the filter works)."""
-    if not deny_network():
+    """Whether, after the syscall policy is installed, a new socket is refused (it works)."""
+    if not syscalls.install():
         return False
     try:
         socket.socket(socket.AF_INET, socket.SOCK_STREAM).close()
@@ -161,16 +111,18 @@ def isolation_available() -> tuple[bool, str]:
     a throwaway child."""
     namespaces = os.geteuid() == 0 and _works_in_a_child(
         lambda: _unshare(NAMESPACES) and _mount("none", "/", None, MS_REC | MS_PRIVATE))
-    seccomp = _works_in_a_child(_refused)
+    policy = _works_in_a_child(_refused)
     words = []
     if namespaces:
         words.append("network, IPC, mount and pid namespaces (no network, private System V "
                      "IPC, a private tmpfs over every world-writable folder, the grading "
                      "repository covered, every process killed with the sandbox)")
-    if seccomp:
-        words.append("a seccomp filter refusing internet, netlink and packet sockets")
-    if not words:
-        words.append("no network isolation: neither namespaces nor seccomp are allowed here")
+    if policy:
+        words.append("a default-deny syscall policy (libseccomp: no new socket, no ptrace, "
+                     "no namespace, no mount, no io_uring)")
+    else:
+        words.append("NO syscall policy: libseccomp (pyseccomp) is missing or seccomp is "
+                     "refused here")
     if os.geteuid() != 0:
         words.append("not running as root: sandboxes run as the grader's own user, unsealed")
     return namespaces, "; ".join(words)
@@ -227,7 +179,7 @@ def main(request: dict, fd: int, facts: dict) -> None:
             os.setgroups([])
             os.setgid(gid)
             os.setuid(uid)
-        deny_network()
+        syscalls.install()
         tree = request["tree"]
         os.chdir(tree)
         os.environ.clear()

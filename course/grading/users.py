@@ -226,18 +226,19 @@ def remove_user_ipc(uid: int) -> None:
     """Remove the System V shared memory, semaphores and message queues uid owns."""
     libc = ctypes.CDLL(None, use_errno=True)
     ipc_rmid = 0
-    for kind, remove in (("shm", libc.shmctl), ("sem", libc.semctl), ("msg", libc.msgctl)):
+    for kind, column, remove in (("shm", "shmid", libc.shmctl), ("sem", "semid", libc.semctl),
+                                 ("msg", "msqid", libc.msgctl)):
         try:
             lines = Path(f"/proc/sysvipc/{kind}").read_text().splitlines()
         except OSError:
             continue
         header = lines[0].split() if lines else []
-        if "id" not in header or "uid" not in header:
+        if column not in header or "uid" not in header:
             continue
         for line in lines[1:]:
             fields = line.split()
             if int(fields[header.index("uid")]) == uid:
-                ident = int(fields[header.index("id")])
+                ident = int(fields[header.index(column)])
                 if kind == "sem":
                     remove(ident, 0, ipc_rmid)
                 else:

@@ -21,7 +21,8 @@ BY_PROCESS = ("grade", "trusted", "intake", "scoring", "gradescope", "judges", "
 # test, no band, no reference code (problemN), no recomputation
 ZYGOTE_MAY_IMPORT = {"course", "course.grading", "course.grading.judge",
                      "course.grading.sandbox", "course.grading.users",
-                     "course.grading.zygote", "course.grading.paths"}
+                     "course.grading.zygote", "course.grading.paths",
+                     "course.grading.syscalls"}
 
 
 def grading_imports(name: str) -> set[str]:

@@ -1,0 +1,155 @@
+"""The sandbox's syscall policy (course/grading/syscalls.py): what an attacker reaches for
+first fails inside a sandbox, with the namespaces (the grader as root) and without them (a
+process that installs the policy alone, as in a container without CAP_SYS_ADMIN); the same
+probe without the policy shows the calls would work; System V objects a sandbox user left
+are removed (course/grading/users.py)."""
+
+import ctypes
+import errno
+import json
+import os
+import re
+import time
+
+import pytest
+
+from course.grading import grade, syscalls
+from course.grading.attacks import plant
+from course.grading.handout import make_handout
+from course.grading.users import remove_user_ipc
+
+pytestmark = [pytest.mark.kit, pytest.mark.timeout(600)]
+
+# each call with arguments under which it would succeed, or fail with another errno than
+# EPERM, where nothing refuses it
+PROBE = """
+import ctypes, json, os, socket
+import pyseccomp
+libc = ctypes.CDLL(None, use_errno=True)
+def nr(name):
+    return pyseccomp.resolve_syscall(pyseccomp.system_arch(), name)
+def call(name, *args):
+    ctypes.set_errno(0)
+    result = libc.syscall(nr(name), *[ctypes.c_long(a) for a in args])
+    return 0 if result >= 0 else ctypes.get_errno()
+def sock(*args):
+    try:
+        socket.socket(*args).close()
+        return 0
+    except OSError as err:
+        return err.errno
+def pair():
+    try:
+        for s in socket.socketpair():
+            s.close()
+        return 0
+    except OSError as err:
+        return err.errno
+found = {
+    "socket": sock(socket.AF_INET, socket.SOCK_STREAM),
+    "socket_unix": sock(socket.AF_UNIX, socket.SOCK_STREAM),
+    "socket_vsock": sock(40, socket.SOCK_STREAM),
+    "socketpair": pair(),
+    "unshare": call("unshare", 0),
+    "unshare_user": call("unshare", 0x10000000),
+    "setns": call("setns", -1, 0),
+    "mount": call("mount", 0, 0, 0, 0, 0),
+    "prctl_dumpable": call("prctl", 4, 1, 0, 0, 0),
+    "ptrace": call("ptrace", 16, os.getppid(), 0, 0),
+    "process_vm_readv": call("process_vm_readv", os.getpid(), 0, 0, 0, 0, 0),
+    "io_uring_setup": call("io_uring_setup", 1, 0),
+    "keyctl": call("keyctl", 0, -1, 0),
+    "add_key": call("add_key", 0, 0, 0, 0, 0),
+    "perf_event_open": call("perf_event_open", 0, 0, -1, -1, 0),
+    "pidfd_getfd": call("pidfd_getfd", -1, 0, 0),
+    "setuid": call("setuid", os.getuid()),
+    "clone_newuser": call("clone", 0x10000000 | 17, 0, 0, 0, 0),
+}
+"""
+SHOULD_WORK = ("socket", "socket_unix", "socketpair", "unshare", "unshare_user", "prctl_dumpable",
+               "process_vm_readv")
+
+
+def probe_in_child(with_policy: bool) -> dict:
+    """PROBE's {call: errno, 0 if it worked} in a forked child, the policy installed first
+    or not."""
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.close(read_fd)
+            if with_policy and not syscalls.install():
+                raise SystemExit(3)
+            namespace = {}
+            exec(PROBE, namespace)
+            os.write(write_fd, json.dumps(namespace["found"]).encode())
+        finally:
+            os._exit(0)
+    os.close(write_fd)
+    with os.fdopen(read_fd) as pipe:
+        text = pipe.read()
+    os.waitpid(pid, 0)
+    assert text, "the probe did not report (libseccomp missing?)"
+    return json.loads(text)
+
+
+def test_without_the_policy_the_probe_succeeds():
+    found = probe_in_child(with_policy=False)
+    assert all(found[name] == 0 for name in SHOULD_WORK), found
+
+
+def test_every_probed_call_is_refused_by_the_policy_alone():
+    """No namespace, no user change: what a container without CAP_SYS_ADMIN has."""
+    found = probe_in_child(with_policy=True)
+    allowed = {name: code for name, code in found.items() if code != errno.EPERM}
+    assert not allowed, f"not refused with EPERM (0: it worked): {allowed}"
+
+
+def test_every_probed_call_is_refused_inside_a_graded_sandbox(tmp_path):
+    """The probe planted in AdditionDataset.__init__ of the empty handout and graded: each
+    p1a test's sandbox reports what it found in its failure."""
+    make_handout(tmp_path / "handout")
+    code = PROBE + '\nraise RuntimeError("PROBE " + json.dumps(found) + " END")\n'
+    plant(tmp_path / "handout", tmp_path / "probe", "init", code)
+    grader = grade.setup(["p1a"], jobs=1)
+    try:
+        results = grade.grade(tmp_path / "probe", grader, ["p1a"], None,
+                              grade.Budget(time.monotonic() + 300, 20.0))
+    finally:
+        grader.close()
+    reports = [json.loads(m) for t in results["tests"]
+               for m in re.findall(r"PROBE (\{.*?\}) END", t["output"])]
+    assert reports, results["tests"][0]["output"][:500]
+    for found in reports:
+        allowed = {name: c for name, c in found.items() if c != errno.EPERM}
+        assert not allowed, f"not refused in the sandbox (0: it worked): {allowed}"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to act as another user")
+def test_system_v_objects_of_a_sandbox_user_are_removed():
+    import pwd
+
+    uid = pwd.getpwnam("nobody").pw_uid
+    pid = os.fork()
+    if pid == 0:
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            os.setuid(uid)
+            ok = [libc.shmget(0x5EEE, 4096, 0o1600) >= 0, libc.semget(0x5EEE, 1, 0o1600) >= 0,
+                  libc.msgget(0x5EEE, 0o1600) >= 0]
+            os._exit(0 if all(ok) else 1)
+        finally:
+            os._exit(2)
+    _, status = os.waitpid(pid, 0)
+    assert os.WEXITSTATUS(status) == 0, "the objects could not be made"
+
+    def owned() -> list[str]:
+        rows = []
+        for kind in ("shm", "sem", "msg"):
+            lines = open(f"/proc/sysvipc/{kind}").read().splitlines()
+            column = lines[0].split().index("uid")
+            rows += [f"{kind}: {line}" for line in lines[1:] if int(line.split()[column]) == uid]
+        return rows
+    assert len(owned()) == 3
+    remove_user_ipc(uid)
+    assert owned() == []
