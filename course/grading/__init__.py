@@ -20,6 +20,7 @@ By process (each file's first lines say which runs it):
 
 and beside them:
     recompute.py  the results recomputed from a submission's weights, logs, samples
+    grader_data.py the grader's data files and their SHA-1 (checked before any submission)
     bands.py      the reference bands from the seed runs, and the rule that applies them
     handout.py    the student handout (python -m course.grading.handout)
     rubric.py     the points of every part

@@ -27,13 +27,19 @@ calls with values between them:
 
 So no process that judges a test ever runs the submission's code. A part's points are
 shared equally among its tests. Each problem's results/metrics.json is checked against
-problemN/results/reference_bands.json (shown after publication, without the band); a
-problem without one scores 0 there, saying so.
+problemN/results/reference_bands.json: each problem's status (every graded quantity
+verified, unverified or differing, the result files missing) is shown at once, worth 0
+points; the points and whether each value lies in its band (never the band) are shown after
+publication. Before any submission is read the grader checks its own data (data/, by the
+SHA-1 of course/grading/grader_data.py) and stops with one line naming the command that
+makes it, exit 2; --code-only grades without it, every results entry then "not graded:
+--code-only", earning nothing.
 
 Output: Gradescope's results.json (`score`, `tests[]` with `name`, `score`, `max_score`,
 `visibility`, `output`), written before grading starts and again after every test, so that
 it exists whatever happens; and a score table of the visible tests on stdout. The exit
-status is 0 whenever the submission could be graded, whatever its score.
+status is 0 whenever the submission could be graded, whatever its score; 2 for a bad flag
+or the grader's own data missing or wrong.
 """
 
 import csv
@@ -49,6 +55,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from course.grading import rubric as RUBRIC
+from course.grading.grader_data import data_fault
 from course.grading.gradescope import (
     DEADLINE_S,
     build_autograder,
@@ -65,11 +72,11 @@ from course.grading.intake import (
     submission_code,
 )
 from course.grading.judges import Seat, run_tests
-from course.grading.scoring import grade_results, part_entries
+from course.grading.scoring import CODE_ONLY, grade_results, part_entries
 from course.grading.trusted import Kit, read_kit
 from course.grading.users import Sandbox, kill_spawned, make_tree, sandbox_user
 from course.grading.zygote import Zygote
-from provided.common import REPO_ROOT, ArgumentParser, fail, script
+from provided.common import DATA_DIR, REPO_ROOT, ArgumentParser, fail, script
 from provided.results import write_json
 
 TEST_CPU_S = 20  # one test's limit at one full core (the slowest reference test: 3.5 s)
@@ -90,11 +97,13 @@ class Budget:
 @dataclass
 class Grader:
     """What grading needs, ready before any submission is read: the kit, one sandbox user
-    per job, the zygote the sandboxes are forked from, one test's time limit."""
+    per job, the zygote the sandboxes are forked from, one test's time limit; code_only:
+    the results are not graded (the grader has no data)."""
     kit: Kit
     sandboxes: list
     zygote: Zygote
     test_seconds: float
+    code_only: bool = False
 
     def close(self) -> None:
         self.zygote.close()
@@ -218,7 +227,8 @@ def grade(submission: Path, grader: Grader, parts: list[str], out: Path | None,
         keep = keep or (out.parent / GRADED_FOLDER if out is not None else None)
         if keep is not None:
             keep_graded_code(keep, taken.code)
-        results = grade_results(kit, taken.root, scratch)
+        results = grade_results(kit, taken.root, scratch,
+                                CODE_ONLY if grader.code_only else None)
         outcomes = {}
         save(out, results_json(code_entries(kit, parts, outcomes, taken.reasons) + results,
                                start, taken.note))
@@ -261,10 +271,14 @@ def hidden_from_sandbox(sandboxes: list[Sandbox]):
             path.chmod(mode)
 
 
-def setup(parts: list[str], jobs: int | None = None, scratch: Path | None = None) -> Grader:
-    """What grading needs, ready before any submission is read: the zygote first (a fresh
-    interpreter, so no sandbox ever holds what the grader reads next), then the kit. jobs
-    defaults to what the CPU quota and the memory allow."""
+def setup(parts: list[str], jobs: int | None = None, scratch: Path | None = None,
+          code_only: bool = False) -> Grader:
+    """What grading needs, ready before any submission is read: the grader's data checked
+    first (one line and exit 2 if it is missing or not the homework's, unless code_only),
+    then the zygote (a fresh interpreter, so no sandbox ever holds what the grader reads
+    next), then the kit. jobs defaults to what the CPU quota and the memory allow."""
+    if not code_only:
+        check_grader_data()
     jobs = jobs or default_jobs()
     sandboxes = [sandbox_user() for _ in range(jobs)]
     if not sandboxes[0].sealed:
@@ -274,7 +288,16 @@ def setup(parts: list[str], jobs: int | None = None, scratch: Path | None = None
     zygote = Zygote(folder)
     print(f"sandbox isolation: {zygote.isolation}", flush=True)
     test_seconds = TEST_CPU_S / min(1.0, cpu_quota() / jobs)
-    return Grader(read_kit(parts), sandboxes, zygote, test_seconds)
+    return Grader(read_kit(parts), sandboxes, zygote, test_seconds, code_only)
+
+
+def check_grader_data(data_dir: Path | None = None) -> None:
+    """Stop (one line, exit 2) unless every data file the results are recomputed on (in
+    data_dir, default DATA_DIR) is the homework's (course/grading/grader_data.py: SHA-1
+    only, a few milliseconds)."""
+    fault = data_fault(data_dir or DATA_DIR)
+    if fault is not None:
+        fail(f"{fault}; or grade the code alone, knowingly, with --code-only")
 
 
 def parse_args(argv=None):
@@ -295,6 +318,9 @@ def parse_args(argv=None):
     parser.add_argument("--test-seconds", type=float, default=None,
                         help=f"one test's time limit (default {TEST_CPU_S} s at one full core, "
                              "scaled to the container's CPU quota)")
+    parser.add_argument("--code-only", action="store_true",
+                        help="grade the code without the grader's data: every results entry "
+                             "then says 'not graded: --code-only' and earns nothing")
     parser.add_argument("--autograder", type=Path, default=None,
                         help="write the Gradescope autograder zip here and stop")
     return parser.parse_args(argv)
@@ -329,7 +355,7 @@ def main(argv=None) -> int:
     output = args.csv if args.csv is not None else args.out
     check_output_path(output, "--csv" if args.csv is not None else "--out")
     start = time.monotonic()
-    grader = setup(parts, args.jobs)
+    grader = setup(parts, args.jobs, code_only=args.code_only)
     if args.test_seconds:
         grader.test_seconds = args.test_seconds
     try:

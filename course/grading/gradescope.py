@@ -21,19 +21,15 @@ WORKER_BYTES = 300 * 2**20  # a worker's own pages on top of the grader's, with 
 
 
 def summary(entries: list[dict]) -> str:
-    """The score table of the visible tests: one row per part and per problem's results,
-    then the totals, and one line on the hidden tests (their points are not shown)."""
+    """The score table of the visible tests: one row per part, then the totals; one row per
+    problem's results status (its points are hidden until publication, like the hidden
+    tests': one line says how many)."""
     visible = [e for e in entries if e["visibility"] == "visible"]
     rows, totals = [], {}
     for part, (problem, letter, title, _) in RUBRIC.PARTS.items():
         mine = [e for e in visible if part in e["tags"]]
         if mine:
             rows.append((problem, f"{letter} {title} (public tests)", total(mine, "score"),
-                         total(mine, "max_score")))
-    for problem in RUBRIC.RESULTS:
-        mine = [e for e in visible if f"{problem}-results" in e["tags"]]
-        if mine:
-            rows.append((problem, "results within the reference bands", total(mine, "score"),
                          total(mine, "max_score")))
     lines = [f"{'problem':<10} {'part':<58} {'score':>6} {'max':>6}"]
     for problem, part, score, maximum in rows:
@@ -44,13 +40,21 @@ def summary(entries: list[dict]) -> str:
     for problem, (score, maximum) in totals.items():
         lines.append(f"{problem:<10} {'total of the visible tests':<58} {score:6.2f} "
                      f"{maximum:6.2f}")
-    hidden = total([e for e in entries if e["visibility"] != "visible"], "max_score")
+    hidden = [e for e in entries if e["visibility"] != "visible"]
+    results = total([e for e in hidden if e["tags"][0].endswith("-results")], "max_score")
     lines.append(f"{'all':<10} {'visible tests':<58} {total(visible, 'score'):6.2f} "
                  f"{total(visible, 'max_score'):6.2f}")
+    for problem in RUBRIC.RESULTS:
+        for entry in visible:
+            if entry["tags"] == [f"{problem}-results"] and entry["output"]:
+                lines.append(f"{problem:<10} results: {entry['output'].splitlines()[0]}")
     if hidden:
-        lines.append(f"Hidden tests worth {hidden:.2f} more points are graded too; their "
-                     "results are shown when the grades are published.")
-    notes = sorted({e["output"].splitlines()[0] for e in entries if e["visibility"] == "visible"
+        lines.append(f"Hidden tests worth {total(hidden, 'max_score') - results:.2f} more points"
+                     + (f", and the results' {results:.2f}," if results else "")
+                     + " are graded too; their outcomes are shown when the grades are "
+                     "published.")
+    notes = sorted({e["output"].splitlines()[0] for e in visible
+                    if not e["tags"][0].endswith("-results")
                     and e["output"].startswith(("not graded", "your submission has no"))})
     return "\n".join(lines + notes)
 
@@ -77,8 +81,9 @@ python3 -m venv "$ROOT/venv"
 cd "$ROOT/source"
 pip install torch --index-url https://download.pytorch.org/whl/cpu
 pip install -r requirements.txt
-# the data the results are recomputed on (course/grading/recompute.py checks its fingerprints); the
-# kit's own simulation sets AUTOGRADER_NO_DATA, which leaves the results "not graded"
+# the data the results are recomputed on (the grader checks its SHA-1 and refuses to grade
+# without it); the kit's own simulation sets AUTOGRADER_NO_DATA: no download, and
+# run_autograder then grades the code alone (--code-only)
 [ -n "${AUTOGRADER_NO_DATA:-}" ] || python generate_datasets.py
 # the user submissions run as; the grading files are root's alone
 id -u hw-sandbox >/dev/null 2>&1 || useradd --system --no-create-home \\
@@ -91,7 +96,10 @@ ROOT=${AUTOGRADER_ROOT:-/autograder}
 . "$ROOT/venv/bin/activate"
 cd "$ROOT/source"
 chmod 700 "$ROOT/source" "$ROOT/results" 2>/dev/null || true
-python -m course.grading.grade "$ROOT/submission" --out "$ROOT/results/results.json"
+# AUTOGRADER_NO_DATA: the kit's simulation only (Gradescope leaves it unset, and setup.sh
+# made the data): the results entries then say "not graded: --code-only"
+python -m course.grading.grade "$ROOT/submission" --out "$ROOT/results/results.json" \
+    ${AUTOGRADER_NO_DATA:+--code-only}
 if [ ! -s "$ROOT/results/results.json" ]; then  # the grader itself failed: say so, score 0
   echo '{"score": 0, "tests": [], "output": "The autograder failed before it could grade' \
        'this submission; please tell the course staff."}' > "$ROOT/results/results.json"

@@ -34,7 +34,8 @@ Every file of a submission is read from at most its *_BYTES limit; a checkpoint 
 torch.load(weights_only=True), as an uncompressed archive, its config the prescribed one
 (FREE_FIELDS aside) and its tensors the reference model's keys, shapes and dtypes before
 load_state_dict. Any failure is "unverified" for that run, never an exception; only the
-grader's own data failing its fingerprint (DATA_SHA1) raises, GraderDataError.
+grader's own data failing its fingerprint (DATA_SHA1, course/grading/grader_data.py, which the
+grader also checks before it reads any submission) raises, GraderDataError.
 """
 
 import argparse
@@ -57,6 +58,7 @@ import torch
 from rdkit import Chem
 
 from course.grading.bands import LATE_POINTS, P2_BUCKETS
+from course.grading.grader_data import DATA_SHA1, GraderDataError, check_data  # noqa: F401
 from problem1.config import RUNS as P1_RUNS
 from problem1.config import Config as P1Config
 from problem1.config import run_name as p1_run_name
@@ -102,25 +104,12 @@ P3_VOCAB_SIZE = len(SPECIALS) + len(HOMEWORK_TOKENS)
 # autograder does not ship): what a prescribed run's config says it saw
 P2_TRAIN_SHAPE = (20_000, SEQUENCE_LENGTHS["train"])
 P2_BATCH = 200  # test sequences a forward pass: peak 150 MiB over the imports (1,000: 560)
-# the grader's data files (python generate_datasets.py is deterministic) and their SHA-1
-DATA_SHA1 = {
-    "addition/val.csv": "d05a85bd48a1c0c4a36e532887ab3a81183368c2",
-    "addition/test.csv": "1d1be2418113cfda0922636d95f5b21f9f1f7d4d",
-    "offset/test.npy": "4802a7dce4202f61856dbaeb4fb2716ab309da3c",
-    "smiles/train.txt": "3d5815bf6c181c685e6bc98c49db41ff9b513df4",
-}
-DATA_FILES = {"problem1": ("addition/val.csv", "addition/test.csv"),
-              "problem2": ("offset/test.npy",), "problem3": ("smiles/train.txt",)}
 NOT_STATED = object()  # a quantity metrics.json has no field for (it comes from a log)
 ABSENT = object()  # a quantity metrics.json should state and does not
 
 
 class Unverified(Exception):
     """Why no artifact supports a run's numbers (one sentence, naming the file)."""
-
-
-class GraderDataError(RuntimeError):
-    """The grader's own data folder is not the homework's: a setup fault, not the student's."""
 
 
 # ------------------------------------------------------------------------------ entry point
@@ -154,23 +143,6 @@ def one_thread():
         yield
     finally:
         torch.set_num_threads(threads)
-
-
-def check_data(problem: str, data_dir: Path, data_sha1: dict | None) -> None:
-    """GraderDataError unless each data file the problem needs has its SHA-1 in data_sha1."""
-    if data_sha1 is None:
-        return
-    for name in DATA_FILES[problem]:
-        path = data_dir / name
-        try:
-            digest = hashlib.sha1(path.read_bytes()).hexdigest()
-        except OSError as err:
-            raise GraderDataError(f"the grader's {path} cannot be read ({err.strerror}): run "
-                                  "`python generate_datasets.py`") from None
-        if digest != data_sha1[name]:
-            raise GraderDataError(f"the grader's {path} has SHA-1 {digest}, not the homework's "
-                                  f"{data_sha1[name]}: regenerate it (python generate_datasets.py"
-                                  " --force)")
 
 
 # ---------------------------------------------------------------------------- the verdicts

@@ -10,6 +10,7 @@ returns numbers as JSON: no submission code runs, nothing of the submission is u
 import json
 import math
 import os
+import re
 import select
 import time
 from pathlib import Path
@@ -87,14 +88,24 @@ def recomputed(problem: str, folder: Path, out: Path, bands: dict, seconds: floa
     return answer.get("found") if "found" in answer else {"fault": answer.get("fault", "")}
 
 
-def grade_results(kit: Kit, root: Path | None, scratch: Path) -> list[dict]:
+CODE_ONLY = "not graded: --code-only (the grader graded the code alone, without its data)"
+STATUS_LINE_CHARS = 240  # one quantity's line in its problem's status entry
+
+
+def grade_results(kit: Kit, root: Path | None, scratch: Path,
+                  not_graded: str | None = None) -> list[dict]:
     """Each problem's graded numbers, recomputed by trusted code from the submission's own
-    files (course/grading/recompute.py: weights, logs, samples), against the reference bands: one
-    entry per graded quantity, or one 0-point entry saying why a problem's results could
-    not be checked. Only a recomputed value can earn points; one that no file supports is
-    "unverified" and earns none. A quantity's entry is shown after publication only and
-    names no band: the student sees the value and whether it lies in the reference range,
-    never the range, and where their metrics.json says otherwise."""
+    files (course/grading/recompute.py: weights, logs, samples), against the reference bands.
+    Only a recomputed value can earn points; one that no file supports is "unverified" and
+    earns none. Per problem:
+
+      a status entry, visible at once and worth 0 points: each graded quantity "verified",
+      "unverified: <why>" or "differs: <what>", and the result files that are missing;
+      one entry per graded quantity, shown after publication only, that carries the
+      points: the value and whether it lies in the reference range, never the range.
+
+    not_graded (e.g. CODE_ONLY): nothing is recomputed, every entry says so and earns
+    nothing. The entries, and so the maximum, are the same for every submission."""
     entries = []
     for problem, points in RUBRIC.RESULTS.items():
         bands = kit.bands.get(problem)
@@ -102,27 +113,82 @@ def grade_results(kit: Kit, root: Path | None, scratch: Path) -> list[dict]:
             continue
         checks = [(run, q, band) for run, quantities in bands.items()
                   for q, band in quantities.items() if band.get("graded", True)]
-        tag = f"{problem}-results"
         folder = root / problem / "results" if root is not None else None
-        if folder is None or not (folder / "metrics.json").is_file():
-            entries.append({"name": f"{problem} results", "score": 0.0, "max_score": points,
-                            "visibility": "visible", "tags": [tag],
-                            "output": f"your submission has no {problem}/results/metrics.json"})
-            continue
-        found = recomputed(problem, folder, scratch / f"{problem}-results", bands)
+        missing = None  # the result files missing: named by the recomputation's reasons
+        if not_graded is not None:
+            items = dict.fromkeys(((run, q) for run, q, _ in checks),
+                                  {"status": "not graded", "why": not_graded})
+            headline, missing = not_graded, "not checked"
+        elif folder is None or not (folder / "metrics.json").is_file():
+            headline = f"your submission has no {problem}/results/metrics.json"
+            items = dict.fromkeys(((run, q) for run, q, _ in checks),
+                                  {"status": "unverified", "why": headline})
+            missing = "metrics.json (the other files are not read without it)"
+        else:
+            found = recomputed(problem, folder, scratch / f"{problem}-results", bands)
+            items = {(run, q): {"status": "fault", "why": found["fault"]} if "fault" in found
+                     else found.get(run, {}).get(q) or {
+                         "status": "unverified", "why": "nothing was recomputed for it"}
+                     for run, q, _ in checks}
+            headline = None
+        entries.append(status_entry(problem, points, items, headline, missing))
         for run, quantity, band in checks:
-            if "fault" in found:
-                item = {"status": "fault", "why": found["fault"]}
-            else:
-                item = found.get(run, {}).get(quantity) or {
-                    "status": "unverified", "why": "nothing was recomputed for it"}
-            inside, words = result_words(item, band, quantity)
+            inside, words = result_words(items[run, quantity], band, quantity)
             entries.append({
                 "name": f"{problem} results: {run} {quantity}",
                 "score": points / len(checks) if inside else 0.0,
                 "max_score": points / len(checks), "visibility": "after_published",
-                "tags": [tag], "output": words})
+                "tags": [f"{problem}-results"], "output": words})
     return entries
+
+
+def status_entry(problem: str, points: float, items: dict, headline: str | None,
+                 missing: str | None = None) -> dict:
+    """A problem's results status, visible before the deadline and worth 0 points: a first
+    line (a problem-wide reason, or the count of each status), the result files missing
+    (default: those the recomputation found missing), then each graded quantity's status
+    (one line for all where they share it). It names no band and no verdict."""
+    counts = {}
+    for item in items.values():
+        counts[item.get("status")] = counts.get(item.get("status"), 0) + 1
+    faults = [item for item in items.values() if item.get("status") == "fault"]
+    if faults:
+        headline = status_words(faults[0])
+    elif headline is None:
+        headline = f"{len(items)} graded quantities: " + ", ".join(
+            f"{counts.get(status, 0)} {status}" for status in ("verified", "differs", "unverified"))
+    if missing is None:
+        names = sorted({name for item in items.values() for name in
+                        re.findall(r"there is no ([\w.-]+)", str(item.get("why", "")))})
+        missing = ", ".join(names) or "nothing"
+    lines = [headline, f"missing from {problem}/results/: {missing}",
+             f"Whether each value lies in its reference range, and the {points:g} points, are "
+             "shown when the grades are published.", ""]
+    words = {key: status_words(item) for key, item in items.items()}
+    if len(set(words.values())) == 1:
+        lines.append(f"every graded quantity ({len(words)}): {next(iter(words.values()))}")
+    else:
+        lines += [f"{run} {quantity}: {said}"[:STATUS_LINE_CHARS]
+                  for (run, quantity), said in words.items()]
+    return {"name": f"{problem} results: status (verified, unverified or differs; no points)",
+            "score": 0.0, "max_score": 0.0,
+            "status": "passed" if counts.get("verified", 0) == len(items) else "failed",
+            "visibility": "visible", "tags": [f"{problem}-results"], "output": "\n".join(lines)}
+
+
+def status_words(item: dict) -> str:
+    """A quantity's status line: "verified: <value>", "differs: <what>", "unverified: <why>"
+    (or why it was not graded); never whether it lies in its band."""
+    status, why = item.get("status"), str(item.get("why", ""))[:300]
+    if status == "verified":
+        return f"verified: {_shown(item.get('value'))} (from {why})"
+    if status == "differs":
+        return f"differs: {_shown(item.get('value'))} (from {why})"
+    if status == "fault":
+        return f"not graded: {why}; please tell the course staff"
+    if status == "not graded":
+        return why
+    return f"unverified: {why}"
 
 
 def result_words(item: dict, band: dict, quantity: str) -> tuple[bool, str]:
@@ -130,6 +196,8 @@ def result_words(item: dict, band: dict, quantity: str) -> tuple[bool, str]:
     status, why = item.get("status"), str(item.get("why", ""))[:300]
     if status == "fault":
         return False, f"not graded: {why}; please tell the course staff"
+    if status == "not graded":
+        return False, why
     if status not in ("verified", "differs"):
         return False, f"unverified, no points: {why}"
     value = item.get("value")

@@ -20,6 +20,7 @@ import pytest
 
 from course.grading import bands as bands_tool
 from course.grading import grade, gradescope, intake, rubric, scoring, trusted
+from course.grading.grader_data import DATA_SHA1
 from course.grading.handout import (
     definitions,
     make_handout,
@@ -369,17 +370,142 @@ def test_a_file_that_does_not_compile_is_named_with_its_line(handout, tmp_path):
 
 
 def test_no_reference_value_reaches_a_student(tmp_path):
-    """Before publication a student sees no band, mean or range: every results entry is
-    shown after publication only, and says inside or outside, never the band."""
+    """A student sees no band, mean or range: the entries that carry the points are shown
+    after publication only and say inside or outside, never the band; the status entries,
+    visible at once, say neither."""
     entries = scoring.grade_results(trusted.Kit({}, {}, trusted.read_bands(), {}), REPO_ROOT,
                                   tmp_path)
     if not entries:
         pytest.skip("no reference_bands.json yet (make seeds)")
-    assert all(e["visibility"] == "after_published" for e in entries)
+    scored = [e for e in entries if e["visibility"] == "after_published"]
+    status = [e for e in entries if e["visibility"] == "visible"]
+    assert len(scored) + len(status) == len(entries) and len(status) == len(trusted.read_bands())
     assert all(re.match(r"(recomputed from your files .*: (inside|outside) the reference "
                         r"range|unverified, no points: |not graded: the grader's data)",
-                        e["output"]) for e in entries), entries[0]["output"]
+                        e["output"]) for e in scored), scored[0]["output"]
+    assert not any(re.search(r"mean|sd |range \[|accepted|inside|outside", e["output"])
+                   for e in status)
     assert not any(re.search(r"mean|sd |range \[|accepted", e["output"]) for e in entries)
+
+
+def _results_kit() -> trusted.Kit:
+    kit = trusted.Kit({}, {}, trusted.read_bands(), {})
+    if set(kit.bands) != set(RUBRIC.RESULTS):
+        pytest.skip("no reference_bands.json yet (make seeds)")
+    return kit
+
+
+def _by_problem(entries: list[dict]) -> dict:
+    """{problem: (its status entry, its scored entries)}."""
+    out = {}
+    for problem in RUBRIC.RESULTS:
+        mine = [e for e in entries if e["tags"] == [f"{problem}-results"]]
+        status = [e for e in mine if e["visibility"] == "visible"]
+        assert len(status) == 1, [e["name"] for e in status]
+        out[problem] = (status[0], [e for e in mine if e is not status[0]])
+    return out
+
+
+def test_the_results_status_is_visible_and_the_points_are_hidden(tmp_path):
+    """Problem 1's logs and metrics without its weights, Problem 2 without metrics.json:
+    each problem's status entry is visible at once, worth 0 points, and names what is
+    missing; the entries that carry the points are hidden until publication and add up to
+    the rubric's RESULTS."""
+    kit = _results_kit()
+    sub = tmp_path / "sub"
+    (sub / "problem1" / "results").mkdir(parents=True)
+    for path in (REPO_ROOT / "problem1" / "results").glob("*.json"):
+        if path.name != "reference_bands.json":
+            shutil.copy(path, sub / "problem1" / "results" / path.name)
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    found = _by_problem(scoring.grade_results(kit, sub, scratch))
+    for problem, (status, scored) in found.items():
+        assert status["score"] == status["max_score"] == 0.0 and status["status"] == "failed"
+        assert {e["visibility"] for e in scored} == {"after_published"}
+        assert sum(e["max_score"] for e in scored) == pytest.approx(RUBRIC.RESULTS[problem])
+        assert all(e["score"] == 0 for e in scored)
+    p1 = found["problem1"][0]["output"]
+    if "not graded: the grader's data" not in p1:  # with the homework's data
+        assert re.search(r"^missing from problem1/results/: model_forward_n1000\.pth, ", p1,
+                         re.M), p1
+        assert "forward_n1000 test_exact_match: unverified: there is no model_forward_n1000.pth" \
+            in p1
+    p2 = found["problem2"][0]["output"]
+    assert p2.startswith("your submission has no problem2/results/metrics.json"), p2
+    assert "missing from problem2/results/: metrics.json" in p2
+    codeless = _by_problem(scoring.grade_results(kit, sub, scratch, scoring.CODE_ONLY))
+    for status, scored in codeless.values():
+        assert status["output"].startswith("not graded: --code-only")
+        assert all(e["output"].startswith("not graded: --code-only") and e["score"] == 0
+                   for e in scored)
+
+
+def _no_data(tmp_path, monkeypatch) -> Path:
+    """The grader as in a clone without data/: an empty data folder, and a submission that
+    must never be read."""
+    monkeypatch.setattr(grade, "DATA_DIR", tmp_path / "data")
+
+    def read(*args, **kwargs):
+        raise AssertionError("the grader read a submission")
+    monkeypatch.setattr(grade, "take_in", read)
+    monkeypatch.setattr(grade, "Zygote", read)
+    folder = tmp_path / "class" / "a"
+    folder.mkdir(parents=True)
+    return folder
+
+
+def test_a_clone_without_data_refuses_before_reading_a_submission(tmp_path, monkeypatch,
+                                                                  capsys):
+    """One line naming the command that makes the data (and --code-only), exit 2, before
+    any submission is read or any sandbox started: for one submission and for --csv."""
+    submission = _no_data(tmp_path, monkeypatch)
+    for args in ([submission, "--out", tmp_path / "r.json"],
+                 [submission.parent, "--csv", tmp_path / "scores.csv"]):
+        with pytest.raises(SystemExit) as stop:
+            grade.main(list(map(str, args)))
+        err = capsys.readouterr().err
+        assert stop.value.code == 2, err
+        assert len(err.strip().splitlines()) == 1 and err.startswith("error: "), err
+        assert "python generate_datasets.py" in err and "--code-only" in err, err
+    assert not (tmp_path / "r.json").exists() and not (tmp_path / "scores.csv").exists()
+
+
+def test_data_that_is_not_the_homeworks_refuses_with_its_file(tmp_path, monkeypatch, capsys):
+    """A data file that fails its SHA-1: one line naming the file and the command, exit 2."""
+    if grade.data_fault(grade.DATA_DIR):
+        pytest.skip("no data folder here (python generate_datasets.py)")
+    data = tmp_path / "data"
+    for name in DATA_SHA1:
+        (data / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(grade.DATA_DIR / name, data / name)
+    with open(data / "smiles" / "train.txt", "a") as f:
+        f.write("CCO\n")
+    submission = _no_data(tmp_path, monkeypatch)
+    monkeypatch.setattr(grade, "DATA_DIR", data)
+    with pytest.raises(SystemExit) as stop:
+        grade.main([str(submission), "--out", str(tmp_path / "r.json")])
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and len(err.strip().splitlines()) == 1, err
+    assert "smiles/train.txt has SHA-1" in err and "generate_datasets.py --force" in err, err
+
+
+def test_code_only_grades_the_code_in_a_clone_without_data(handout, tmp_path, monkeypatch,
+                                                          capsys):
+    """--code-only: the code is graded, every results entry says "not graded: --code-only"
+    and earns nothing, and the maximum is the rubric's."""
+    monkeypatch.setattr(grade, "DATA_DIR", tmp_path / "no_data")
+    filled = _fill(handout, tmp_path / "filled", REPO_ROOT, ["problem1/dataset.py"])
+    out = tmp_path / "results.json"
+    assert grade.main([str(filled), "--parts", "p1a", "--code-only", "--out", str(out)]) == 0
+    result = json.loads(out.read_text())
+    p1a = [t for t in result["tests"] if t["tags"] == ["p1a"]]
+    assert sum(t["score"] for t in p1a) == pytest.approx(RUBRIC.PARTS["p1a"][3])
+    results = [t for t in result["tests"] if t["tags"][0].endswith("-results")]
+    assert results and all(t["output"].startswith("not graded: --code-only") and
+                           t["score"] == 0 for t in results)
+    assert sum(t["max_score"] for t in results) == pytest.approx(sum(RUBRIC.RESULTS.values()))
+    assert "results: not graded: --code-only" in capsys.readouterr().out
 
 
 def test_run_names_cannot_reach_other_files(tmp_path):
@@ -425,7 +551,8 @@ def test_copied_numbers_without_runs_earn_no_results_points(tmp_path):
         pytest.skip("no data folder here (python generate_datasets.py)")
     earned = [e["name"] for e in entries if e["score"] > 0]
     assert not earned, earned
-    assert all(e["output"].startswith("unverified") for e in entries), entries[0]["output"]
+    scored = [e for e in entries if e["visibility"] == "after_published"]
+    assert all(e["output"].startswith("unverified") for e in scored), scored[0]["output"]
 
 
 @pytest.mark.parametrize("extra", [
