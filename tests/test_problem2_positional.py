@@ -297,7 +297,15 @@ def test_apply_rotary_hand_example():
 def test_apply_rotary_position_zero_is_identity_and_norms_are_kept():
     x = torch.randn(4, 128, 64, generator=torch.Generator().manual_seed(1))
     out = apply_rotary(x, torch.arange(128))
-    torch.testing.assert_close(out[:, 0], x[:, 0])
+    torch.testing.assert_close(out[:, 0], x[:, 0], msg=lambda m: (
+        f"apply_rotary must leave position 0 unchanged (a rotation by angle 0)\n{m}"))
+    # and rotate the others: pair 0 at position 1 turns by theta_0 * 1 = 1 radian
+    first, second = x[:, 1, 0].double(), x[:, 1, 1].double()
+    turned = torch.stack([first * math.cos(1) - second * math.sin(1),
+                          first * math.sin(1) + second * math.cos(1)], dim=-1)
+    torch.testing.assert_close(out[:, 1, :2].double(), turned, atol=1e-5, rtol=0, msg=lambda m: (
+        "apply_rotary must rotate pair (x_0, x_1) at position 1 by 1 radian (theta_0 = 1), "
+        f"not leave it as it is: are the positions ignored, or x returned unchanged?\n{m}"))
     torch.testing.assert_close(out.norm(dim=-1), x.norm(dim=-1), atol=1e-4, rtol=1e-5)
     pair_norms = lambda t: t.unflatten(-1, (32, 2)).norm(dim=-1)  # noqa: E731
     torch.testing.assert_close(pair_norms(out), pair_norms(x), atol=1e-5, rtol=1e-5)
@@ -378,6 +386,13 @@ def test_score_shift_rotary_hand_value_is_zero():
         0.0, abs=1e-6), message
     assert float(score_shift_invariance(q, k, 5, "rotary", q_pos=40, k_pos=40)) == pytest.approx(
         0.0, abs=1e-6), message
+    # the same vectors under 'sinusoidal': score(a, b) = sin b + cos a + cos(a - b) changes
+    expected = abs(math.sin(4) - math.sin(3) + math.cos(11) - math.cos(10))  # 0.0544
+    assert float(score_shift_invariance(q, k, 1, "sinusoidal")) == pytest.approx(
+        expected, abs=1e-5), (
+        f"score_shift_invariance(q, k, 1, 'sinusoidal') must be {expected:.4f} here, not 0 "
+        "(the table's rows change the score with the positions): is 0 returned whatever the "
+        "scheme?" + upstream_note("sinusoidal"))
 
 
 @p2c
@@ -401,6 +416,16 @@ def test_score_shift_random_vectors():
 
 @p2c
 def test_score_shift_bad_scheme_raises():
+    # the two schemes work (the hand values of the tests above): not every scheme raises
+    q, k = torch.tensor([1.0, 0.0]), torch.tensor([0.0, 0.0])
+    assert float(score_shift_invariance(q, k, 1, "sinusoidal")) == pytest.approx(
+        abs(math.sin(4) - math.sin(3)), abs=1e-5), (
+        "score_shift_invariance(q, k, 1, 'sinusoidal') must be |score(11, 4) - score(10, 3)| = "
+        "0.8979 for q = (1, 0), k = (0, 0): is the valid scheme 'sinusoidal' rejected?"
+        + upstream_note("sinusoidal"))
+    assert float(score_shift_invariance(q, k, 1, "rotary")) == pytest.approx(0.0, abs=1e-6), (
+        "score_shift_invariance(q, k, 1, 'rotary') must be about 0: is the valid scheme "
+        "'rotary' rejected?" + upstream_note("rotary"))
     for scheme in ["learned", "none", "Rotary", ""]:
         with pytest.raises(ValueError):
             score_shift_invariance(torch.ones(4), torch.ones(4), 1, scheme)

@@ -143,6 +143,13 @@ def test_block_is_causal(norm):
         f"not passed to the attention, or are the heads merged without the transpose?)\n{m}"))
     assert not torch.allclose(a[:, 3:], b[:, 3:]), (
         "a Block's output must depend on its own token: changing tokens 3.. changed nothing")
+    earlier = x.clone()
+    earlier[:, 0] = torch.randn(2, 16)  # token 0 is seen by every later query
+    c = block(earlier, mask)
+    assert not torch.allclose(c[:, 2], a[:, 2]), (
+        "a Block's output at position 2 must depend on the earlier token 0 (self-attention "
+        "mixes the tokens a query sees): is x returned as it is, or is the attention's output "
+        "not added to the residual stream?")
 
 
 def test_final_layernorm_only_for_pre():

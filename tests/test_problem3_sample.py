@@ -167,6 +167,11 @@ def test_well_formed():
     assert not wrong, (
         "is_well_formed must accept these well-formed strings (a ring digit closes its open "
         f"ring and may be reused after): is a ring digit never closed? It said no to {wrong}")
+    accepted = [smiles for smiles in ILL_FORMED[1:6] if well_formed_or_fail(smiles)]
+    assert not accepted, (
+        "is_well_formed must also reject ill-formed strings (a ring or a '(' left open, a ')' "
+        f"before its '('): it said yes to {accepted} (is True, or the string, returned for "
+        "every input?)")
 
 
 def well_formed_or_fail(smiles: str) -> bool:
@@ -184,12 +189,24 @@ def test_ill_formed():
     assert not wrong, (
         "is_well_formed must reject these ill-formed strings: is the empty string accepted, "
         f"a ')' before its '(', or a ring or bracket left open? It said yes to {wrong}")
+    rejected = [smiles for smiles in WELL_FORMED[:5] if not well_formed_or_fail(smiles)]
+    assert not rejected, (
+        f"is_well_formed must also accept well-formed strings: it said no to {rejected} (is "
+        "False, or None, returned for every input?)")
 
 
 def test_every_valid_training_string_is_well_formed():
     strings = TRAIN_FIXTURE.read_text().split()
     assert all(canonical(s) is not None for s in strings)
-    assert all(map(ev.is_well_formed, strings))
+    rejected = [s for s in strings if not ev.is_well_formed(s)]
+    assert not rejected, (
+        f"is_well_formed must accept every valid training string: it said no to {rejected[:5]}")
+    closed = [s + ")" for s in strings[:50]]  # a ')' without its '(': never well-formed
+    accepted = [s for s in closed if ev.is_well_formed(s)]
+    assert not accepted, (
+        "is_well_formed must reject a valid string with a ')' added at its end (the depth of "
+        f"the parentheses goes negative): it said yes to {accepted[:5]} (is True, or the "
+        "string, returned for every input?)")
 
 
 @settings(max_examples=300, deadline=None)

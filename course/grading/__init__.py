@@ -25,6 +25,8 @@ and beside them:
     handout.py    the student handout (python -m course.grading.handout)
     rubric.py     the points of every part
     mutants.py    the catalogue of planted mistakes (MISTAKES.md)
+    stubs.py      the non-solutions (stubs that raise, return None, zeros or the input)
+                  that no graded test may pass
     hidden/       the hidden graded tests
     kit/          the kit's own tests (pytest course -m kit)
     alternatives/ correct solutions written differently from the reference

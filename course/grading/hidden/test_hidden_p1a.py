@@ -74,12 +74,28 @@ def test_a_data_loader_batches_the_items(data_dir):
 
 
 def test_bad_split_or_digit_order_raises_value_error(data_dir):
+    # the valid names first: raising for every input is not rejecting the bad ones
+    for split, order in [("train", "reversed"), ("val", "forward"), ("test", "reversed")]:
+        pairs = SPLITS[split]
+        ds = AdditionDataset(data_dir, split, order)
+        expected = [digits(a + b, 4)[::-1 if order == "reversed" else 1] for a, b in pairs]
+        assert ds.tgt_out.tolist() == expected, (
+            f"AdditionDataset(data_dir, {split!r}, {order!r}).tgt_out must be the sums "
+            f"{expected}, got {ds.tgt_out.tolist()} (is a valid split or digit_order rejected, "
+            "or the file of another split read?)")
     for split, order in [("train", "Forward"), ("train", "backward"), ("train", ""),
                          ("Train", "forward"), ("validation", "reversed")]:
         with pytest.raises(ValueError):
             AdditionDataset(data_dir, split, order)
 
 
-def test_missing_folder_raises_file_not_found(tmp_path):
+def test_missing_folder_raises_file_not_found(data_dir, tmp_path):
+    (data_dir / "addition" / "test.csv").unlink()  # train and val are there, test is not
+    ds = AdditionDataset(data_dir, "val", "forward")
+    assert ds.src.tolist() == [digits(a, 3) + [PLUS] + digits(b, 3) for a, b in SPLITS["val"]], (
+        "AdditionDataset(data_dir, 'val').src must hold val.csv's pairs when that file is "
+        "there (is FileNotFoundError raised for a file that exists?)")
+    with pytest.raises(FileNotFoundError):
+        AdditionDataset(data_dir, "test", "forward")
     with pytest.raises(FileNotFoundError):
         AdditionDataset(tmp_path / "nowhere", "val", "forward")

@@ -165,7 +165,19 @@ def test_encoder_passes_its_mask_on():
     keep = torch.ones(2, 1, 1, 5, dtype=torch.bool)
     keep[1, ..., 2:] = False
     out, weights = layer(x, keep)
-    assert (weights[1, ..., 2:] == 0).all()
+    twin = Twin(layer)
+    with torch.no_grad():
+        _, expected_weights = twin.attention("self_attn")(x, x, x, keep)
+    torch.testing.assert_close(weights, expected_weights, msg=lambda m: (
+        "EncoderLayer(x, mask) must return its self-attention's weights [B, h, T, T] computed "
+        "with that mask, zero on the hidden keys and rows summing to 1: is the mask not "
+        f"passed to the attention?\n{m}"))
     changed = x.clone()
     changed[1, 4] += 1.0  # a hidden key: positions 0..3 of sequence 1 do not see it
-    torch.testing.assert_close(layer(changed, keep)[0][1, :4], out[1, :4])
+    again = layer(changed, keep)[0]
+    torch.testing.assert_close(again[1, :4], out[1, :4], msg=lambda m: (
+        "EncoderLayer(x, mask): positions that do not see a hidden key must not change when "
+        f"it changes: is the mask not passed to the attention?\n{m}"))
+    assert not torch.allclose(again[1, 4], out[1, 4]), (
+        "EncoderLayer's output at a position must change with that position's own input "
+        "(the residual path): is something constant returned?")

@@ -55,6 +55,12 @@ def test_a_data_loader_batches_the_items(data_dir):
 
 
 def test_other_splits_raise_value_error(data_dir):
+    for split in ["train", "test"]:  # the two valid splits load: not every split raises
+        raw = np.load(data_dir / "offset" / f"{split}.npy")
+        dataset = OffsetDataset(data_dir, split, k=3)
+        assert dataset.targets.tolist() == [expected_targets(row, 3) for row in raw.tolist()], (
+            f"OffsetDataset(data_dir, {split!r}, k=3).targets must be the tokens three "
+            "positions back (IGNORE_INDEX before): is a valid split rejected?")
     for split in ["val", "Train", "", "tests"]:
         with pytest.raises(ValueError):
             OffsetDataset(data_dir, split)
@@ -62,7 +68,11 @@ def test_other_splits_raise_value_error(data_dir):
 
 def test_missing_test_file_raises_file_not_found(tmp_path):
     (tmp_path / "offset").mkdir()
-    np.save(tmp_path / "offset" / "train.npy", np.zeros((2, 64), dtype=np.int64))
-    assert len(OffsetDataset(tmp_path, "train")) == 2
+    train = np.arange(128, dtype=np.int64).reshape(2, 64) % 16
+    np.save(tmp_path / "offset" / "train.npy", train)
+    dataset = OffsetDataset(tmp_path, "train")
+    assert len(dataset) == 2 and dataset.tokens.tolist() == train.tolist(), (
+        "OffsetDataset(data_dir, 'train') must load train.npy when test.npy is missing: is "
+        "FileNotFoundError raised for a file that exists?")
     with pytest.raises(FileNotFoundError):
         OffsetDataset(tmp_path, "test")

@@ -98,11 +98,17 @@ RING_SPANS = [
 def test_more_well_formed_strings():
     wrong = [smiles for smiles in WELL_FORMED if not ev.is_well_formed(smiles)]
     assert not wrong, f"well-formed, but is_well_formed says no: {wrong}"
+    wrong = [smiles for smiles in ILL_FORMED[:4] if ev.is_well_formed(smiles)]
+    assert not wrong, (f"ill-formed, but is_well_formed says yes: {wrong} (is True, or the "
+                       "string, returned for every input?)")
 
 
 def test_more_ill_formed_strings():
     wrong = [smiles for smiles in ILL_FORMED if ev.is_well_formed(smiles)]
     assert not wrong, f"ill-formed, but is_well_formed says yes: {wrong}"
+    wrong = [smiles for smiles in WELL_FORMED[:4] if not ev.is_well_formed(smiles)]
+    assert not wrong, (f"well-formed, but is_well_formed says no: {wrong} (is False, or "
+                       "None, returned for every input?)")
 
 
 def test_more_ring_spans():
