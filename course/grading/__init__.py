@@ -17,6 +17,8 @@ By process (each file's first lines say which runs it):
     judge.py      the pytest run of the graded tests, each test's seam on a sandbox
   a sandbox
     sandbox.py    limits and isolation, then the seam's server (tests/seam.py)
+    landlock.py   its file-system scope (Landlock)
+    syscalls.py   its default-deny syscall policy (libseccomp)
 
 and beside them:
     recompute.py  the results recomputed from a submission's weights, logs, samples

@@ -13,8 +13,8 @@ reads what it trusts (course/grading/trusted.py: the rubric, the reference code,
 and hidden tests, the bands). Each submission then goes through the stages of grade(), plain
 calls with values between them:
 
-    take_in        the submission's files copied defensively, its solution functions
-                   spliced into the handout's files (course/grading/intake.py)
+    take_in        the submission's files copied defensively, its solution files taken
+                   whole with the given code put back (course/grading/intake.py)
     build_trees    the sandboxes' tree (that code, no test) and the judges' tree (the
                    tests over the handout's code)
     grade_results  each problem's results recomputed from its files and judged against the
@@ -74,7 +74,7 @@ from course.grading.intake import (
 from course.grading.judges import Seat, run_tests
 from course.grading.scoring import CODE_ONLY, grade_results, part_entries
 from course.grading.trusted import Kit, read_kit
-from course.grading.users import Sandbox, kill_spawned, make_tree, sandbox_user
+from course.grading.users import kill_spawned, make_tree, sandbox_pool
 from course.grading.zygote import Zygote
 from provided.common import DATA_DIR, REPO_ROOT, ArgumentParser, fail, script
 from provided.results import write_json
@@ -96,14 +96,19 @@ class Budget:
 
 @dataclass
 class Grader:
-    """What grading needs, ready before any submission is read: the kit, one sandbox user
-    per job, the zygote the sandboxes are forked from, one test's time limit; code_only:
-    the results are not graded (the grader has no data)."""
+    """What grading needs, ready before any submission is read: the kit, a pool of sandbox
+    users per job (course/grading/users.py), the zygote the sandboxes are forked from, one
+    test's time limit; code_only: the results are not graded (the grader has no data)."""
     kit: Kit
-    sandboxes: list
+    sandboxes: list  # [job][user]: Sandbox
     zygote: Zygote
     test_seconds: float
     code_only: bool = False
+
+    @property
+    def sealed(self) -> bool:
+        """Whether sandboxes run as sandbox users (the grader is root)."""
+        return bool(self.sandboxes) and self.sandboxes[0][0].sealed
 
     def close(self) -> None:
         self.zygote.close()
@@ -157,7 +162,7 @@ def runnable(kit: Kit, parts: list[str], reasons: dict) -> list[str]:
 
 def run_judges(grader: Grader, judge_tree: Path, template: Path, nodes: list[str],
                budget: Budget, scratch: Path):
-    """Run nodes in judges, one per sandbox user, side by side (node i in judge i mod
+    """Run nodes in judges, one per pool of sandbox users, side by side (node i in judge i mod
     jobs); yields (node, passed, output) as each outcome arrives, in this thread, then one
     for every node no judge reached, with the reason."""
     jobs = len(grader.sandboxes)
@@ -182,14 +187,14 @@ def judge_share(grader: Grader, index: int, nodes: list[str], judge_tree: Path,
     """Judge index's share of the tests (in a thread of run_judges): each outcome, then
     each node left without one, reported as (node, passed, output); None when done."""
     try:
-        sandbox = grader.sandboxes[index]
+        pool = grader.sandboxes[index]
         work = scratch / f"work{index}"
         work.mkdir(mode=0o711)
-        seat = Seat(grader.zygote, sandbox, template, work, work / "pytest")
+        seat = Seat(grader.zygote, pool, template, work, work / "pytest")
         result = run_tests(judge_tree, nodes, seat, str(REPO_ROOT), budget.test_seconds,
                            budget.deadline, TOO_LATE,
                            lambda node, passed, output: report((node, passed, output)))
-        kill_spawned(work, sandbox)
+        kill_spawned(work, pool)
         for node in nodes:
             if node not in result.outcomes:
                 report((node, False, result.unreached or STOPPED))
@@ -244,14 +249,14 @@ def grade(submission: Path, grader: Grader, parts: list[str], out: Path | None,
 
 # ------------------------------------------------------------------------------- main
 @contextmanager
-def hidden_from_sandbox(sandboxes: list[Sandbox]):
+def hidden_from_sandbox(sealed: bool):
     """While grading, the repository is closed to every user but its owner: its top-level
     entries lose their group and other permissions (the folders of this Python's own
     environment, which the sandbox user must import from, excepted) and the root keeps
     only traversal, so that no sandbox can read a reference solution, a hidden test or a
     band. Restored afterwards."""
     changed = []
-    if sandboxes[0].sealed:
+    if sealed:
         python = {Path(p).resolve() for p in {sys.prefix, sys.base_prefix}}
         keep = {folder for p in python for folder in [p, *p.parents]}
         for path in sorted(REPO_ROOT.iterdir()):
@@ -280,8 +285,8 @@ def setup(parts: list[str], jobs: int | None = None, scratch: Path | None = None
     if not code_only:
         check_grader_data()
     jobs = jobs or default_jobs()
-    sandboxes = [sandbox_user() for _ in range(jobs)]
-    if not sandboxes[0].sealed:
+    sandboxes = [sandbox_pool() for _ in range(jobs)]
+    if not sandboxes[0][0].sealed:
         print("note: not running as root, so submissions run as your own user, unsealed; "
               "grade untrusted submissions as root or on Gradescope", flush=True)
     folder = Path(tempfile.mkdtemp(prefix="grade_zygote_", dir=scratch))
@@ -359,7 +364,7 @@ def main(argv=None) -> int:
     if args.test_seconds:
         grader.test_seconds = args.test_seconds
     try:
-        with hidden_from_sandbox(grader.sandboxes):
+        with hidden_from_sandbox(grader.sealed):
             if args.csv is not None:
                 return grade_folder(args.submission, args.csv, grader, parts, args.deadline)
             budget = Budget(start + args.deadline, grader.test_seconds)
@@ -383,7 +388,7 @@ def grade_folder(folder: Path, csv_path: Path, grader: Grader, parts: list[str],
     rows = []
     for path in submissions:
         budget = Budget(time.monotonic() + deadline, grader.test_seconds)
-        keep = csv_path.parent / GRADED_FOLDER / path.name
+        keep = private_folder(csv_path.parent / GRADED_FOLDER) / path.name
         try:
             keep.mkdir(parents=True, exist_ok=True)
             results = grade(path, grader, parts, keep / "results.json", budget, keep=keep)
@@ -407,6 +412,15 @@ def grade_folder(folder: Path, csv_path: Path, grader: Grader, parts: list[str],
     write_csv(csv_path, columns, rows)
     print(f"wrote {csv_path}: {len(rows)} submissions")
     return 0
+
+
+def private_folder(folder: Path) -> Path:
+    """folder, made if missing and closed to every user but its owner (the grader): every
+    submission's graded code and results.json lie under it, and no sandbox may read another
+    submission's."""
+    folder.mkdir(parents=True, exist_ok=True)
+    folder.chmod(0o700)
+    return folder
 
 
 def write_csv(path: Path, columns: list[str], rows: list[dict]) -> None:

@@ -85,9 +85,12 @@ pip install -r requirements.txt
 # without it); the kit's own simulation sets AUTOGRADER_NO_DATA: no download, and
 # run_autograder then grades the code alone (--code-only)
 [ -n "${AUTOGRADER_NO_DATA:-}" ] || python generate_datasets.py
-# the user submissions run as; the grading files are root's alone
-id -u hw-sandbox >/dev/null 2>&1 || useradd --system --no-create-home \\
-    --shell /usr/sbin/nologin hw-sandbox
+# the users submissions run as, a test each in turn (course/grading/users.py's POOL); the
+# grading files are root's alone
+for user in hw-sandbox hw-sandbox1 hw-sandbox2 hw-sandbox3; do
+  id -u "$user" >/dev/null 2>&1 || useradd --system --no-create-home \\
+      --shell /usr/sbin/nologin "$user"
+done
 chmod 700 "$ROOT/source"
 """
 RUN_AUTOGRADER = """#!/usr/bin/env bash

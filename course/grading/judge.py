@@ -103,16 +103,43 @@ def failure_text(report) -> str:
 class SeamTransport:
     """The judge's plugin that hands each test's seam its transport: conftest.py's
     submission_seam fixture asks pytest's plugin manager for it by NAME (a local pytest run
-    has none, and uses the seam's Loopback)."""
+    has none, and uses the seam's Loopback) and calls factory() at the test's first call.
+
+    It also says what of pytest's basetemp a test's sandbox may use (shared): every folder
+    there but the other tests' own tmp_path folders, which are named after their tests. The
+    basetemp itself stays root's and unlistable (mode 0711), so no sandbox learns a hidden
+    test's name or reads a folder another test's judge wrote for it."""
 
     NAME = "seam-transport"
 
-    def __init__(self, factory):
-        self.factory = factory
+    def __init__(self, make_transport, basetemp: Path, pool: list[Sandbox]):
+        self.make_transport, self.basetemp, self.pool = make_transport, basetemp, pool
+        self.tests, self.others = 0, set()
         self.__name__ = self.NAME  # the name pytest registers the plugin under
 
+    def pytest_runtest_setup(self, item) -> None:
+        self.tests += 1
 
-def run_judge(tree: Path, args: list[str], fd: int, transport, repo: str) -> None:
+    def pytest_runtest_teardown(self, item) -> None:
+        own = item.funcargs.get("tmp_path") if hasattr(item, "funcargs") else None
+        if own is not None:
+            self.others.add(Path(own).name)
+
+    def shared(self) -> list[Path]:
+        """The basetemp's folders the current test's sandbox may use."""
+        if not self.basetemp.is_dir():
+            return []
+        self.basetemp.chmod(0o711)
+        return [path for path in self.basetemp.iterdir()
+                if path.is_dir() and not path.is_symlink() and path.name not in self.others]
+
+    def factory(self):
+        """The current test's transport: a sandbox as the pool's next user."""
+        return self.make_transport(self.pool[self.tests % len(self.pool)], self.shared)
+
+
+def run_judge(tree: Path, args: list[str], fd: int, transport, pool: list[Sandbox],
+              repo: str) -> None:
     """The judge (forked from the zygote, course/grading/zygote.py): run pytest on the tests in
     tree, the node ids in tree/NODES after args, each test's seam on a transport of its
     own, outcomes on fd. Never returns."""
@@ -129,8 +156,9 @@ def run_judge(tree: Path, args: list[str], fd: int, transport, repo: str) -> Non
         nodes = json.loads((tree / NODES).read_text())
         import pytest
 
+        basetemp = Path(args[args.index("--basetemp") + 1])
         pytest.main([*args, *nodes], plugins=[Reporter(fd, tree / HIDDEN_DIR),
-                                              SeamTransport(transport)])
+                                              SeamTransport(transport, basetemp, pool)])
     except BaseException:
         if os.environ.get("GRADE_DEBUG"):
             import traceback
@@ -150,15 +178,15 @@ class SandboxTransport:
     """A test's seam transport in the grader: a sandbox of its own, forked from the zygote
     at the first request, over a copy of the submission's tree, and killed at the end."""
 
-    def __init__(self, zygote: Zygote, sandbox: Sandbox, template: Path, work: Path,
-                 shared: Path):
-        self.sandbox, self.shared = sandbox, shared
+    def __init__(self, zygote: Zygote, template: Path, work: Path, basetemp: Path,
+                 sandbox: Sandbox, shared):
+        self.sandbox, self.shared = sandbox, shared  # shared(): the folders it may use
         self.tree = work / f"sandbox-{os.getpid()}-{time.monotonic_ns()}"
         shutil.copytree(template, self.tree, symlinks=True)
         if sandbox.sealed:
             give(self.tree, sandbox)
         self.channel, theirs = socket.socketpair()
-        request = {"tree": str(self.tree), "shared": [str(shared)],
+        request = {"tree": str(self.tree), "shared": [str(basetemp)],
                    "env": sandbox_env(self.tree), "uid": sandbox.uid, "gid": sandbox.gid}
         try:
             self.pid = zygote.fork("sandbox", request, theirs.fileno())
@@ -170,8 +198,10 @@ class SandboxTransport:
     def exchange(self, message: bytes) -> bytes:
         from tests import seam
 
+        shared = self.shared()
         if self.sandbox.sealed:  # what the judge wrote in tmp_path, for the code to use
-            give(self.shared, self.sandbox)
+            for folder in shared:
+                give(folder, self.sandbox)
         self._signal(signal.SIGCONT)
         try:
             seam.send(self.channel, message)
@@ -180,7 +210,8 @@ class SandboxTransport:
             reply = None
         finally:
             self._signal(signal.SIGSTOP)
-            scrub(self.shared)
+            for folder in shared:
+                scrub(folder)
         if reply is None:
             raise seam.SeamError("the process running the code under test ended during this "
                                  "call (an os._exit, a crash, or out of memory?)")
@@ -209,6 +240,7 @@ def main(request: dict, fd: int, facts: dict) -> None:
     os.setsid()
     spec = request["sandbox"]
     transport = functools.partial(SandboxTransport, Zygote.at(facts["zygote"]),
-                                  Sandbox(spec["uid"], spec["gid"]), Path(spec["template"]),
-                                  Path(spec["work"]), Path(spec["basetemp"]))
-    run_judge(Path(request["tree"]), request["args"], fd, transport, request["repo"])
+                                  Path(spec["template"]), Path(spec["work"]),
+                                  Path(spec["basetemp"]))
+    pool = [Sandbox(uid, gid) for uid, gid in spec["pool"]]
+    run_judge(Path(request["tree"]), request["args"], fd, transport, pool, request["repo"])

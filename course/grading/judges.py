@@ -38,10 +38,11 @@ class RunResult:
 
 @dataclass(frozen=True)
 class Seat:
-    """Where a judge's tests run: its zygote, its sandbox user, the submission's tree
-    (template), its work folder and the tests' tmp_path root there (basetemp)."""
+    """Where a judge's tests run: its zygote, its pool of sandbox users (taken in turn, a
+    test each), the submission's tree (template), its work folder and the tests' tmp_path
+    root there (basetemp)."""
     zygote: object
-    sandbox: object
+    pool: list
     template: Path
     work: Path
     basetemp: Path
@@ -79,7 +80,7 @@ def _one_judge(tree, nodes, seat, repo, result, test_seconds, deadline, too_late
     try:
         pid = seat.zygote.fork("judge", {
             "tree": str(own), "args": args, "repo": repo,
-            "sandbox": {"uid": seat.sandbox.uid, "gid": seat.sandbox.gid,
+            "sandbox": {"pool": [[user.uid, user.gid] for user in seat.pool],
                         "template": str(seat.template), "work": str(seat.work),
                         "basetemp": str(seat.basetemp)}}, write_fd)
     finally:

@@ -16,6 +16,9 @@ sandbox ever holds those in its memory. Before it serves a request, a sandbox
     killed with it), then drops to an unprivileged user of its own (`hw-sandbox`,
     course/grading/users.py), so that the grading files, the results and other submissions
     are out of its reach;
+  - restricts its file system with Landlock (course/grading/landlock.py: it reads only its
+    tree, its test's folders, the Python environment and the system's files) and installs a
+    default-deny syscall policy (course/grading/syscalls.py), sealed or not;
   - keeps one file descriptor, its channel to the judge, and sends /dev/null its output;
   - imports only its tree: the submission's files (the given code as the handout has it)
     and the public test helpers. No test file enters it.
@@ -33,7 +36,7 @@ import socket
 import sys
 from pathlib import Path
 
-from course.grading import syscalls
+from course.grading import landlock, syscalls
 from course.grading.users import world_writable_folders
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -117,6 +120,12 @@ def isolation_available() -> tuple[bool, str]:
         words.append("network, IPC, mount and pid namespaces (no network, private System V "
                      "IPC, a private tmpfs over every world-writable folder, the grading "
                      "repository covered, every process killed with the sandbox)")
+    if landlock.abi():
+        words.append(f"Landlock ABI {landlock.abi()} (reads only its tree, its test's folders, "
+                     "the Python environment and the system's files; writes only the first two)")
+    else:
+        words.append("NO Landlock here (a kernel older than 5.13, or it is disabled): a sandbox "
+                     "reads whatever its user may, another checkout of this repository included")
     if policy:
         words.append("a default-deny syscall policy (libseccomp: no new socket, no ptrace, "
                      "no namespace, no mount, no io_uring)")
@@ -179,6 +188,7 @@ def main(request: dict, fd: int, facts: dict) -> None:
             os.setgroups([])
             os.setgid(gid)
             os.setuid(uid)
+        landlock.restrict([request["tree"], *request.get("shared", [])])
         syscalls.install()
         tree = request["tree"]
         os.chdir(tree)

@@ -25,6 +25,8 @@ SCRATCH_FOLDERS = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock", "/var/lock")
 NOT_SCANNED = ("/proc", "/sys", "/dev")  # no folder a sandbox could leave a file in ...
 DEVICE_SCRATCH = ("/dev/shm", "/dev/mqueue")  # ... but these
 SPAWNED = "sandboxes.txt"  # in a judge's work folder: the pid of every sandbox it started
+POOL = 4  # sandbox users per judge, taken in turn: consecutive tests never share a user
+MAX_USERS = 64  # hw-sandbox, hw-sandbox1, ... on one machine
 
 
 @dataclass(frozen=True)
@@ -47,7 +49,7 @@ def sandbox_user() -> Sandbox:
     if os.geteuid() != 0:
         return Sandbox()
     locks = Path("/run/lock") if Path("/run/lock").is_dir() else Path("/var/lock")
-    for slot in range(32):
+    for slot in range(MAX_USERS):
         name = SANDBOX_USER + (str(slot) if slot else "")
         lock = os.open(locks / f"{name}.lock", os.O_WRONLY | os.O_CREAT, 0o600)
         try:
@@ -63,7 +65,16 @@ def sandbox_user() -> Sandbox:
             entry = pwd.getpwnam(name)
         open_python_to_others()
         return Sandbox(entry.pw_uid, entry.pw_gid, lock)  # the lock lives as long as we do
-    raise RuntimeError("32 graders are already running as root on this machine")
+    raise RuntimeError(f"all {MAX_USERS} sandbox users are taken by graders running as root "
+                       "on this machine")
+
+
+def sandbox_pool(size: int = POOL) -> list[Sandbox]:
+    """size sandbox users of this grader's own, for one judge: its tests' sandboxes take
+    them in turn, so that no sandbox can signal, trace or read what the test before it left
+    (each user also has a process limit of its own, RLIMIT_NPROC: a fork bomb that outlives
+    its test costs nothing to the next)."""
+    return [sandbox_user() for _ in range(size)]
 
 
 def open_python_to_others() -> None:
@@ -149,9 +160,9 @@ def world_writable_folders() -> tuple[str, ...]:
                                  and not os.path.islink(f)}))
 
 
-def kill_spawned(work: Path, sandbox: Sandbox) -> None:
-    """Kill every sandbox a judge started in work (its session), and every process of the
-    sandbox user: what a judge that died could not close."""
+def kill_spawned(work: Path, pool: list[Sandbox]) -> None:
+    """Kill every sandbox a judge started in work (its session), and every process of its
+    sandbox users: what a judge that died could not close."""
     try:
         pids = [int(line) for line in (work / SPAWNED).read_text().split()]
     except (OSError, ValueError):
@@ -161,9 +172,10 @@ def kill_spawned(work: Path, sandbox: Sandbox) -> None:
             os.killpg(pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
-    if sandbox.sealed:
-        signal_user(sandbox.uid, signal.SIGKILL)
-        remove_user_files(sandbox.uid)
+    for sandbox in pool:
+        if sandbox.sealed:
+            signal_user(sandbox.uid, signal.SIGKILL)
+            remove_user_files(sandbox.uid)
 
 
 def signal_user(uid: int, number: int) -> None:
@@ -223,7 +235,21 @@ def remove_user_files(uid: int) -> None:
 
 
 def remove_user_ipc(uid: int) -> None:
-    """Remove the System V shared memory, semaphores and message queues uid owns."""
+    """Remove the System V shared memory, semaphores and message queues uid owns, as uid
+    itself in a forked child: root without CAP_SYS_ADMIN (Gradescope's container) may not
+    remove another user's objects, their owner may."""
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.setgroups([])
+            os.setuid(uid)
+            _remove_own_ipc(uid)
+        finally:
+            os._exit(0)
+    os.waitpid(pid, 0)
+
+
+def _remove_own_ipc(uid: int) -> None:
     libc = ctypes.CDLL(None, use_errno=True)
     ipc_rmid = 0
     for kind, column, remove in (("shm", "shmid", libc.shmctl), ("sem", "semid", libc.semctl),

@@ -4,7 +4,8 @@
 
 Instructors only. Each attack is the empty handout with code in AdditionDataset.__init__
 (course.grading.attacks.plant): it allocates without end, fills /dev/shm,
-fills the disk, or starts threads without end. Each is graded (part p1a, a 5 s test limit)
+fills the disk, starts threads without end, or makes the judge decode replies as large as
+the seam carries (the grading tree must then peak at 700 MiB or less). Each is graded (part p1a, a 5 s test limit)
 by `python -m course.grading.grade` inside a cgroup of the default container's size (768 MiB,
 0.5 CPU). A line per attack: whether the grader exited 0 and wrote results.json, its score,
 the reason its tests give, the cgroup's peak memory and OOM kills, and whether anything of
@@ -55,7 +56,17 @@ ATTACKS = {
                 break
         raise NotImplementedError
         """,
+    # replies as large as the seam carries (tests/seam.py's MAX_MESSAGE_BYTES, less room
+    # for the header), one per attribute a test reads: the judge decodes each
+    "max_reply": """
+        import torch
+        self.src = self.tgt_in = self.tgt_out = torch.zeros((16 * 2**20 - 4096) // 8,
+                                                            dtype=torch.int64)
+        return
+        """,
 }
+# the grading tree's peak in the cgroup where the attack is not about memory itself
+PEAK_BUDGET_MIB = {"max_reply": 700, "thread_storm": 700}
 CGROUP = Path("/sys/fs/cgroup")
 MEMORY_BYTES = 768 * 2**20
 CPU_QUOTA_US, CPU_PERIOD_US = 50_000, 100_000
@@ -111,7 +122,8 @@ def main(argv=None) -> int:
             score = sum(t["score"] for t in tests)
             reason = Counter(t["output"].split("\n")[0][:70] for t in tests).most_common(1)
             left = leftovers()
-            ok = status == 0 and results is not None and score == 0 and not left
+            within = peak <= PEAK_BUDGET_MIB.get(name, peak)
+            ok = status == 0 and results is not None and score == 0 and not left and within
             failures += not ok
             print(f"{'ok  ' if ok else 'FAIL'} {name}: exit {status}, score {score}, "
                   f"{reason[0][0] if reason else 'no tests'!r}, peak {peak} MiB, "

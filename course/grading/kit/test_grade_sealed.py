@@ -67,7 +67,7 @@ threading.Thread(target=listen, daemon=True).start()
 folders = [Path(p) for p in sys.argv[3:]]
 grader = grade.setup(["p1a"], jobs=1)
 results = {}
-with grade.hidden_from_sandbox(grader.sandboxes):
+with grade.hidden_from_sandbox(grader.sealed):
     for folder in folders:
         budget = grade.Budget(time.monotonic() + 120, 3.0)
         out = Path(sys.argv[2]) / folder.name / "results.json"
@@ -77,7 +77,7 @@ with grade.hidden_from_sandbox(grader.sandboxes):
         results[folder.name]["seconds"] = time.monotonic() - started
         results[folder.name]["written"] = json.loads(out.read_text())
 grader.close()
-results["_uid"] = grader.sandboxes[0].uid
+results["_uids"] = [user.uid for pool in grader.sandboxes for user in pool]
 results["_isolation"] = grader.zygote.isolation
 results["_received"] = received
 print(json.dumps(results))
@@ -154,7 +154,9 @@ def test_the_leak_attack_ran_and_found_nothing_secret(graded):
 
 def test_no_network(graded):
     assert graded["_received"] == [], f"the sandbox reached a listener: {graded['_received']}"
-    assert graded["_isolation"].startswith("network"), graded["_isolation"]
+    # with namespaces (root with CAP_SYS_ADMIN) and without (Gradescope's container): the
+    # syscall policy refuses every new socket in both
+    assert "default-deny syscall policy" in graded["_isolation"], graded["_isolation"]
 
 
 def test_nothing_outlives_a_test(graded):
@@ -183,9 +185,10 @@ def test_the_grader_names_what_went_wrong(graded):
 
 
 def test_no_process_of_the_sandbox_user_survives(graded):
-    uid = graded["_uid"]
+    uids = set(graded["_uids"])
+    assert len(uids) > 1, "a pool of sandbox users, one per test in turn"
     alive = [p.name for p in Path("/proc").iterdir()
-             if p.name.isdigit() and _owner(p) == uid]
+             if p.name.isdigit() and _owner(p) in uids]
     assert not alive, f"processes of the sandbox user still running: {alive}"
 
 

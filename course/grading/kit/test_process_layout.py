@@ -22,7 +22,7 @@ BY_PROCESS = ("grade", "trusted", "intake", "scoring", "gradescope", "judges", "
 ZYGOTE_MAY_IMPORT = {"course", "course.grading", "course.grading.judge",
                      "course.grading.sandbox", "course.grading.users",
                      "course.grading.zygote", "course.grading.paths",
-                     "course.grading.syscalls"}
+                     "course.grading.syscalls", "course.grading.landlock"}
 
 
 def grading_imports(name: str) -> set[str]:

@@ -153,3 +153,93 @@ def test_system_v_objects_of_a_sandbox_user_are_removed():
     assert len(owned()) == 3
     remove_user_ipc(uid)
     assert owned() == []
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to act as the sandbox user")
+def test_a_batchs_graded_code_is_closed_to_the_sandbox_users(monkeypatch):
+    """--csv keeps each submission's code as graded and its results.json beside the CSV: a
+    later submission's sandbox (another user) can neither list nor read an earlier one's,
+    even where the CSV's folder is open to all."""
+    import pwd
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    from course.grading import intake
+
+    tmp_path = Path(tempfile.mkdtemp(prefix="hw_batch_", dir="/tmp"))
+    monkeypatch.chdir("/")
+
+    folder = tmp_path / "class"
+    for name in ("a", "b"):
+        (folder / name).mkdir(parents=True)
+
+    def fake_grade(path, grader, parts, out, budget, keep=None):
+        intake.keep_graded_code(keep, {"problem1/dataset.py": b"SOLVED = True\n"})
+        out.write_text('{"score": 4.0, "tests": []}')
+        return {"score": 4.0, "tests": []}
+    monkeypatch.setattr(grade, "grade", fake_grade)
+    tmp_path.chmod(0o755)
+    grader = grade.Grader(kit=None, sandboxes=[], zygote=None, test_seconds=1.0)
+    grade.grade_folder(folder, tmp_path / "scores.csv", grader, ["p1a"], deadline=60)
+    kept = tmp_path / intake.GRADED_FOLDER / "a"
+    assert (kept / "problem1" / "dataset.py").exists()
+    uid = pwd.getpwnam("nobody").pw_uid
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.setuid(uid)
+            reached = []
+            for path in (kept / "problem1" / "dataset.py", kept / "results.json"):
+                try:
+                    path.read_bytes()
+                    reached.append(str(path))
+                except OSError:
+                    pass
+            try:
+                os.listdir(kept.parent)
+                reached.append("listed")
+            except OSError:
+                pass
+            os._exit(1 if reached else 0)
+        finally:
+            os._exit(2)
+    _, status = os.waitpid(pid, 0)
+    shutil.rmtree(tmp_path)
+    assert os.WEXITSTATUS(status) == 0, "another user read the batch's graded code"
+
+
+def test_another_checkout_on_the_machine_is_out_of_a_sandboxs_reach(tmp_path):
+    """Landlock: a world-readable copy of a hidden test elsewhere on the machine (a TA's
+    other checkout) cannot be read from a graded sandbox, nor this repository's own."""
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    from provided.common import REPO_ROOT
+
+    other = Path(tempfile.mkdtemp(prefix="hw_other_checkout_", dir="/tmp"))
+    try:
+        other.chmod(0o755)
+        secret = other / "test_hidden_p1a.py"
+        secret.write_text("def test_every_item_by_hand(): pass\n")
+        secret.chmod(0o644)
+        targets = [str(secret), str(REPO_ROOT / "course" / "grading" / "hidden" /
+                                    "test_hidden_p1a.py"), str(REPO_ROOT / "problem1" / "model.py")]
+        make_handout(tmp_path / "handout")
+        code = (f"import json\nfound = []\nfor path in {targets!r}:\n"
+                "    try:\n        open(path).read()\n        found.append(path)\n"
+                "    except OSError:\n        pass\n"
+                'raise RuntimeError("READ " + json.dumps(found) + " END")\n')
+        plant(tmp_path / "handout", tmp_path / "reader", "init", code)
+        grader = grade.setup(["p1a"], jobs=1)
+        try:
+            results = grade.grade(tmp_path / "reader", grader, ["p1a"], None,
+                                  grade.Budget(time.monotonic() + 300, 20.0))
+        finally:
+            grader.close()
+    finally:
+        shutil.rmtree(other)
+    reports = [json.loads(m) for t in results["tests"]
+               for m in re.findall(r"READ (\[.*?\]) END", t["output"])]
+    assert reports and all(found == [] for found in reports), reports[:3]

@@ -1,0 +1,106 @@
+"""The sandbox's file-system scope, with Landlock: what a sandbox may read and write.
+
+Runs in a sandbox (course/grading/sandbox.py), which restricts itself just before its
+syscall policy (course/grading/syscalls.py). Landlock is the kernel's unprivileged access
+control (Linux 5.13 and newer): it needs no capability, so it holds in Gradescope's
+container, for a TA who grades as their own user, and where the mount namespace is refused.
+A sandbox then reads only its own tree, the folders pytest gave its test, the Python
+environment and the system's programs, libraries and configuration; it writes only its
+tree and those folders. Another checkout of this repository on the same machine (with its
+reference solutions and hidden tests), the grading repository itself, the graders' other
+trees and the users' homes are out of its reach, whatever their permissions say.
+
+Called through ctypes on the three syscalls, whose numbers are the same on every
+architecture Linux gives them (x86_64, aarch64).
+"""
+
+import ctypes
+import os
+import sys
+
+CREATE_RULESET, ADD_RULE, RESTRICT_SELF = 444, 445, 446
+CREATE_RULESET_VERSION = 1
+RULE_PATH_BENEATH = 1
+EXECUTE, WRITE_FILE, READ_FILE, READ_DIR = 1, 2, 4, 8
+REMOVE_DIR, REMOVE_FILE, MAKE_CHAR, MAKE_DIR, MAKE_REG = 16, 32, 64, 128, 256
+MAKE_SOCK, MAKE_FIFO, MAKE_BLOCK, MAKE_SYM = 512, 1024, 2048, 4096
+REFER, TRUNCATE, IOCTL_DEV = 8192, 16384, 32768  # ABI 2, 3 and 5
+READ = EXECUTE | READ_FILE | READ_DIR
+PR_SET_NO_NEW_PRIVS = 38
+# read (and execute): the system's programs, libraries, configuration and kernel views
+SYSTEM = ("/usr", "/lib", "/lib32", "/lib64", "/bin", "/sbin", "/etc", "/opt", "/proc", "/sys",
+          "/dev")
+WRITABLE_DEVICES = ("/dev/null",)
+
+
+class _Ruleset(ctypes.Structure):
+    _fields_ = [("handled_access_fs", ctypes.c_uint64)]
+
+
+class _PathBeneath(ctypes.Structure):
+    _pack_ = 1
+    _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
+
+
+def abi() -> int:
+    """The kernel's Landlock ABI version, 0 where it has none (or it is disabled)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    version = libc.syscall(CREATE_RULESET, None, ctypes.c_size_t(0),
+                           ctypes.c_uint32(CREATE_RULESET_VERSION))
+    return max(0, version)
+
+
+def handled(version: int) -> int:
+    """Every file-system right the kernel's ABI knows: all of them are refused unless a rule
+    allows them."""
+    rights = (EXECUTE | WRITE_FILE | READ_FILE | READ_DIR | REMOVE_DIR | REMOVE_FILE
+              | MAKE_CHAR | MAKE_DIR | MAKE_REG | MAKE_SOCK | MAKE_FIFO | MAKE_BLOCK | MAKE_SYM)
+    rights |= REFER if version >= 2 else 0
+    rights |= TRUNCATE if version >= 3 else 0
+    return rights | (IOCTL_DEV if version >= 5 else 0)
+
+
+def restrict(writable: list[str]) -> bool:
+    """Restrict this process (and all it starts) to reading SYSTEM and the Python
+    environment, and to reading and writing writable (the sandbox's tree, its test's
+    folders); whether it took."""
+    version = abi()
+    if not version:
+        return False
+    libc = ctypes.CDLL(None, use_errno=True)
+    everything = handled(version)
+    ruleset = _Ruleset(everything)
+    fd = libc.syscall(CREATE_RULESET, ctypes.byref(ruleset), ctypes.c_size_t(8),
+                      ctypes.c_uint32(0))
+    if fd < 0:
+        return False
+    try:
+        readable = [*SYSTEM, sys.prefix, sys.base_prefix, sys.exec_prefix]
+        rules = [(path, READ) for path in readable]
+        rules += [(path, everything & ~(MAKE_CHAR | MAKE_BLOCK)) for path in writable]
+        rules += [(path, READ_FILE | WRITE_FILE) for path in WRITABLE_DEVICES]
+        for path, access in rules:
+            _allow(libc, fd, path, access & everything, version)
+        if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+            return False
+        return libc.syscall(RESTRICT_SELF, fd, ctypes.c_uint32(0)) == 0
+    finally:
+        os.close(fd)
+
+
+def _allow(libc, ruleset_fd: int, path: str, access: int, version: int) -> None:
+    """A rule giving access beneath path (a file gets only the rights files have); a path
+    that does not exist is skipped."""
+    try:
+        target = os.open(path, os.O_PATH | os.O_CLOEXEC)
+    except OSError:
+        return
+    try:
+        if not os.path.isdir(path):
+            access &= EXECUTE | WRITE_FILE | READ_FILE | (TRUNCATE if version >= 3 else 0) | (
+                IOCTL_DEV if version >= 5 else 0)
+        rule = _PathBeneath(access, target)
+        libc.syscall(ADD_RULE, ruleset_fd, ctypes.c_int(RULE_PATH_BENEATH),
+                     ctypes.byref(rule), ctypes.c_uint32(0))
+    finally:
+        os.close(target)
