@@ -3,14 +3,14 @@
     sudo python -m course.tools.grade_limits          # cgroup v1, as root; about 3 minutes
 
 Instructors only. Each attack is the empty handout with code in AdditionDataset.__init__
-(course.grading.attacks.plant): it allocates without end, fills /dev/shm,
-fills the disk, starts threads without end, or makes the judge decode replies as large as
-the seam carries (the grading tree must then peak at 700 MiB or less). Each is graded (part p1a, a 5 s test limit)
-by `python -m course.grading.grade` inside a cgroup of the default container's size (768 MiB,
-0.5 CPU). A line per attack: whether the grader exited 0 and wrote results.json, its score,
-the reason its tests give, the cgroup's peak memory and OOM kills, and whether anything of
-the attack was left in /dev/shm or on the disk. The attack must score 0 and the grader
-survive.
+(course.grading.attacks.plant): it allocates without end, fills /dev/shm, fills the disk,
+starts threads without end, or makes the judge decode replies as large as the seam carries
+(the grading tree must then peak at 700 MiB or less). Each is graded (part p1a, a 5 s test
+limit) by `python -m course.grading.grade` inside a cgroup of the default container's size
+(768 MiB, 0.5 CPU). A line per attack: whether the grader exited 0 and wrote results.json,
+its score, the reason its tests give, the cgroup's peak memory and OOM kills, and whether
+anything of the attack was left in /dev/shm or on the disk. The attack must score 0 and the
+grader survive.
 """
 
 import json
