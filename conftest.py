@@ -60,3 +60,15 @@ def pytest_collection_modifyitems(config, items):
     if problems:
         raise pytest.UsageError(
             "tests without their grading marker (see conftest.py):\n  " + "\n  ".join(problems))
+    if config.pluginmanager.get_plugin("seam-transport") is None:  # the grader sets its own
+        items.sort(key=homework_order)
+
+
+def homework_order(item) -> int:
+    """Where a test runs: in the homework's order of parts (Problem 1 Part A first, as
+    tests/parts.py lists them), in collection order within a part, so that `pytest -x`
+    stops first in the part at fault (the files sort by name, test_problem2_evaluate.py
+    before test_problem2_positional.py). A test without a part marker runs last."""
+    order = list(PARTS)
+    marks = [mark.name for mark in item.iter_markers() if mark.name in PARTS]
+    return order.index(marks[0]) if marks else len(order)
