@@ -34,12 +34,14 @@ PRELOADED = ("torch", "torch._dynamo", "torch.optim", "torch.utils.data", "numpy
 # ... and what the judges, also forked from the zygote, use besides
 JUDGE_PRELOADED = ("pytest", "_pytest.timing", "pytest_timeout", "hypothesis",
                    "matplotlib.pyplot")
-PR_SET_CHILD_SUBREAPER = 36
+PR_SET_PDEATHSIG, PR_SET_CHILD_SUBREAPER = 1, 36
 
 
 def zygote_main(path: str) -> None:
     """The zygote: import the libraries and the entries, then fork one child per request on
-    the Unix socket at path. Started by Zygote() as a fresh interpreter."""
+    the Unix socket at path. Started by Zygote() as a fresh interpreter; it dies with the
+    grader that started it, however that one ends."""
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     os.environ.setdefault("MPLBACKEND", "Agg")
     for name in PRELOADED + JUDGE_PRELOADED:
         importlib.import_module(name)
