@@ -19,8 +19,12 @@ seed of that run, so after `make seeds`
 
     python -m course.grading.bands && python -m course.tools.report_tables
 
-refreshes every table and every seed count in the reports. Numbers are rounded half up from
-the JSON's decimal text: 4 decimals in Problems 1 and 2, 3 in Problem 3 (the reports' style).
+refreshes every table and every seed count in the reports. Every number is rounded once, half
+up, from its exact value: a logged value from the JSON's decimal text, and an average, range,
+difference, ratio or standard deviation computed in exact arithmetic from those decimals
+(course/tools/tables/style.py); reference_bands.json is read back exactly, its late validation
+averages recomputed from the logs. 4 decimals in Problems 1 and 2, 3 in Problem 3 (the
+reports' style).
 
 Instructors only (course/tools/): the reports are not part of the homework.
 """
@@ -37,7 +41,8 @@ from provided.results import atomic_write_text, read_json
 
 MARKER = re.compile(r"^<!-- table: (?P<name>[\w-]+) -->\n(?P<body>.*?)^<!-- end table -->$",
                     re.M | re.S)
-TABLES = {"problem1": problem1.TABLES, "problem2": problem2.TABLES, "problem3": problem3.TABLES}
+MODULES = {"problem1": problem1, "problem2": problem2, "problem3": problem3}
+TABLES = {problem: module.TABLES for problem, module in MODULES.items()}
 
 
 README = "README"  # the students' README: its tables of parts and points, from the rubric
@@ -57,7 +62,7 @@ def render(problem: str) -> dict:
     if problem == README:
         return {"parts": parts_table(), "points": points_table()}
     metrics = read_json(results_dir(problem) / "metrics.json")
-    bands = load_bands(problem)
+    bands = load_bands(problem, getattr(MODULES[problem], "RECOMPUTE", None))
     return {name: make(metrics, bands) for name, make in TABLES[problem].items()}
 
 

@@ -1,16 +1,23 @@
 """Problem 3's report tables: each renders one marked table of course/reports/problem3.md from
 problem3/results/."""
 
+import math
+from fractions import Fraction
 
 from course.grading.bands import seed_dirs
 from course.tools.tables.style import (
     DASH,
     band_of,
+    exact,
     fmt,
+    half_up,
+    mean,
+    median,
     per_seed,
     seed_list,
     seeds_of,
     seeds_sentence,
+    span,
     table,
 )
 from problem3.config import SWEEP, SWEEP_LRS, SWEEP_WARMUPS, cell_name
@@ -20,6 +27,18 @@ from provided.results import read_json
 
 P3_LRS = SWEEP_LRS
 P3_COLUMNS = [(norm, warmup) for norm in NORMS for warmup in SWEEP_WARMUPS]
+EARLY_STEPS = (50, 100)  # problem3.evaluate.EARLY_STEPS: the head_grad_norm_*_100 log points
+
+
+def early_head_norms(log: dict) -> list[Fraction]:
+    """The head gradient norms logged at EARLY_STEPS, exact."""
+    return [exact(p["head_grad_norm"]) for p in log["log"] if p["step"] in EARLY_STEPS]
+
+
+def head_mean(log: dict) -> Fraction:
+    """head_grad_norm_mean_100 in exact arithmetic from the logged values (metrics.json holds
+    numpy's float mean of the same two values)."""
+    return mean(early_head_norms(log))
 
 
 def lr_text(lr: float) -> str:
@@ -116,10 +135,10 @@ def p3_head_grad(m: dict, bands: dict) -> str:
         align += "l"
     rows = []
     for e in order:
-        log = read_json(folder / f"training_log_{e['run']}.json")["log"]
-        at_100 = next(p["head_grad_norm"] for p in log if p["step"] == 100)
-        row = [e["run"], fmt(e["head_grad_norm_mean_100"], 3),
-               fmt(e["head_grad_norm_max_100"], 3), fmt(at_100, 3),
+        run_log = read_json(folder / f"training_log_{e['run']}.json")
+        at_100 = next(p["head_grad_norm"] for p in run_log["log"] if p["step"] == 100)
+        row = [e["run"], fmt(head_mean(run_log), 3),
+               fmt(max(early_head_norms(run_log)), 3), fmt(at_100, 3),
                fmt(e["final_val_loss"], 3), verdict(e)]
         if multi:
             cell = cell_name(e["norm"], e["lr"], e["warmup"])
@@ -285,7 +304,7 @@ def p3_main_seeds(m: dict, bands: dict) -> str:
                   f"valid at {steps}", "unique", "novel"], rows, "lrrrrr")
 
     def gap_falls(main):
-        gaps = [e["well_formed"] - e["validity"] for e in main["by_step"]]
+        gaps = [exact(e["well_formed"]) - exact(e["validity"]) for e in main["by_step"]]
         return gaps[-1] < gaps[0]
     return (text + f"\n\nThe long run of each seed (1,000 samples at T = 1 per checkpoint; "
             f"unique and novel of the final model). Validity rises at every checkpoint in "
@@ -350,7 +369,7 @@ def novel_valid_per_1000(entry: dict) -> int:
     """Distinct valid molecules absent from the training set, per 1,000 samples, from the
     counts (exact for the 1,000-sample entries of metrics.json)."""
     counts = counts_of(entry)
-    return round(counts["novel"] * 1000 / counts["samples"])
+    return half_up(Fraction(counts["novel"] * 1000, counts["samples"]))
 
 
 def p3_temperature_seeds(m: dict, bands: dict) -> str:
@@ -432,8 +451,7 @@ def seed_log(seed: int, run: str) -> dict:
 
 
 def rng(values, places: int = 3) -> str:
-    values = list(values)
-    return f"{fmt(min(values), places)}{DASH}{fmt(max(values), places)}"
+    return span(values, places)
 
 
 def largest_lrs(sweep: list[dict]) -> dict:
@@ -520,26 +538,55 @@ def p3_answer_failing(m: dict, bands: dict) -> str:
 
 def p3_answer_head_grad(m: dict, bands: dict) -> str:
     metrics = seed_metrics()
-    runs = [(e[q], e["trains"]) for mm in metrics.values() for e in mm["sweep"]
-            for q in ("head_grad_norm_mean_100",)]
+    means = {seed: {e["run"]: head_mean(seed_log(seed, e["run"])) for e in mm["sweep"]}
+             for seed, mm in metrics.items()}
+    runs = [(means[seed][e["run"]], e["trains"]) for seed, mm in metrics.items()
+            for e in mm["sweep"]]
 
     def best_cut(pairs):
         pairs = sorted(pairs)
         return min(sum(t for _, t in pairs[:i]) + sum(not t for _, t in pairs[i:])
                    for i in range(len(pairs) + 1))
 
-    maxima = [(e["head_grad_norm_max_100"], e["trains"]) for mm in metrics.values()
-              for e in mm["sweep"]]
-    smallest = sum({e["run"] for e in sorted(mm["sweep"], key=lambda e: e[
-        "head_grad_norm_mean_100"])[:2]} == {"post_lr0.03_w0_s1500", "pre_lr0.03_w0_s1500"}
-        for mm in metrics.values())
+    maxima = [(max(early_head_norms(seed_log(seed, e["run"]))), e["trains"])
+              for seed, mm in metrics.items() for e in mm["sweep"]]
+    smallest = sum(set(sorted(by, key=by.get)[:2]) == {"post_lr0.03_w0_s1500",
+                                                       "pre_lr0.03_w0_s1500"}
+                   for by in means.values())
     pairs = []
-    for mm in metrics.values():
-        by = {e["run"]: e["head_grad_norm_mean_100"] for e in mm["sweep"]}
+    for by in means.values():
         pairs += [by[run] > by[run.replace("_w500", "_w0")] for run in by if "_w500" in run]
-    by0 = {e["run"]: e["head_grad_norm_mean_100"] for e in metrics[0]["sweep"]}
+    by0 = means[0]
     pairs0 = [by0[run] > by0[run.replace("_w500", "_w0")] for run in by0 if "_w500" in run]
     n = len(metrics)
+    # the training loss at the same log points: warmed-up run against the run without
+    higher = compared = 0
+    lower_both, higher_both = {}, {}  # cell -> [warmed-up mean larger, per seed]
+    for seed, by in means.items():
+        for run in by:
+            if "_w500" not in run:
+                continue
+            other = run.replace("_w500", "_w0")
+            losses = [{p["step"]: exact(p["train_loss"]) for p in seed_log(seed, r)["log"]
+                       if p["step"] in EARLY_STEPS} for r in (run, other)]
+            above = [losses[0][s] > losses[1][s] for s in EARLY_STEPS]
+            higher += sum(above)
+            compared += len(above)
+            cell = run.replace("_w500_s1500", "")
+            group = higher_both if all(above) else lower_both if not any(above) else {}
+            group.setdefault(cell, []).append(by[run] > by[other])
+    fractions = " and ".join(fmt(Fraction(step, 500), 1) for step in EARLY_STEPS)
+
+    def pairs_text(group):
+        k = sum(len(v) for v in group.values())
+        cells = ", ".join(f"{cell} in {len(v)} of {n} seeds" if len(v) < n else cell
+                          for cell, v in sorted(group.items()))
+        return k, cells, sum(sum(v) for v in group.values())
+    low_k, low_cells, low_larger = pairs_text(lower_both)
+    high_k, high_cells, high_larger = pairs_text(higher_both)
+    failing = [means[seed]["post_lr0.01_w0_s1500"] for seed in means]
+    healthy = [v for seed, mm in metrics.items() for e in mm["sweep"] if e["trains"]
+               for v in [means[seed][e["run"]]]]
     return (
         f"**Answer.** Over the {len(runs)} runs of seeds {seed_list(sorted(metrics))}, the "
         f"prescribed summaries (mean and maximum of the head gradient norm at steps 50 and "
@@ -549,11 +596,16 @@ def p3_answer_head_grad(m: dict, bands: dict) -> str:
         f"runs at 3e-2 without warmup, which have opposite verdicts (post-LN fails, pre-LN "
         f"stalls and passes). What they do separate is warmup: with warmup the mean is larger "
         f"than without in {sum(pairs)} of {len(pairs)} pairs of otherwise equal runs "
-        f"({sum(pairs0)} of {len(pairs0)} in seed 0): often, not always. A reason, offered "
-        f"as a hypothesis: at steps 50 and 100 the warmed-up run's rate is still a tenth "
-        f"and a fifth of the peak, so it is nearer its initialization and its loss is "
-        f"higher (only the loss was measured). Low early values go with a plateau (the "
-        f"stalled and the collapsed runs at 3e-2), not with failure.")
+        f"({sum(pairs0)} of {len(pairs0)} in seed 0): often, not always. Why was not "
+        f"measured, and the training loss does not explain it: at steps 50 and 100 the "
+        f"warmed-up run's rate is still {fractions} of the peak, but its training loss is "
+        f"higher than the other run's in only {higher} of the {compared} comparisons (two "
+        f"steps, {len(pairs)} pairs). In the {low_k} pairs where its loss is lower at both "
+        f"steps ({low_cells}) its mean is still the larger in {low_larger}; in the {high_k} "
+        f"where its loss is higher at both ({high_cells}), in {high_larger}. Low early means "
+        f"go with the plateaus at 3e-2 (the two smallest, above), not with failure as such: "
+        f"the failing post-LN runs at 1e-2 have means of {rng(failing)}, inside the "
+        f"{rng(healthy)} of the runs that train.")
 
 
 def of_n(k: int, n: int) -> str:
@@ -575,7 +627,7 @@ def p3_answer_largest(m: dict, bands: dict) -> str:
             f"answers hold in {of_n(same, len(metrics))}. {lr_text(max(P3_LRS))} is the "
             f"largest rate tried, so for the {at_top} entries that reach it the true limit "
             f"may be higher. Post-LN with warmup at {lr_text(max(P3_LRS))} ends at "
-            f"{rng(near)} over the seeds: seed 0, {closest}, is {fmt(2.0 - near[0], 3)} below "
+            f"{rng(near)} over the seeds: seed 0, {closest}, is {fmt(2 - exact(near[0]), 3)} below "
             f"the 2.0 threshold.")
 
 
@@ -590,12 +642,21 @@ def p3_answer_mechanism(m: dict, bands: dict) -> str:
     first = [x for key in (("pre", 0.01), ("post", 0.01)) for x in at(*key, 1)["update_ratio"]]
     post100 = list(at("post", 0.01, 100)["ln_input_rms"].values())
     post_out = at("post", 0.01, 100)["residual_rms"]
-    slow = list(at("post", 0.001, 200)["ln_input_rms"].values())
-    import statistics
+    slow_records = runs[("post", 0.001)]["records"]
+    slow = [x for r in slow_records for x in r["ln_input_rms"].values()]
+    slow_last = list(slow_records[-1]["ln_input_rms"].values())
+    steps = [r["step"] for r in runs[("pre", 0.01)]["records"]]
+
+    def below(step):
+        """Whether every post-LN block's update ratio is below every pre-LN block's."""
+        return (max(exact(x) for x in at("post", 0.01, step)["update_ratio"])
+                < min(exact(x) for x in at("pre", 0.01, step)["update_ratio"]))
+    early = [s for s in steps if 1 < s < 100]
+    late_steps = [s for s in steps if s >= 100]
 
     def late(norm, lr):
-        return statistics.median(x for r in runs[(norm, lr)]["records"] if r["step"] >= 100
-                                 for x in r["update_ratio"])
+        return median(x for r in runs[(norm, lr)]["records"] if r["step"] >= 100
+                      for x in r["update_ratio"])
     return (
         "**Answer.** Pre-LN, x + F(LN(x)), keeps an identity path from the embedding to the "
         "final LayerNorm: a sublayer adds to the stream and no LayerNorm divides it. Post-LN, "
@@ -604,15 +665,21 @@ def p3_answer_mechanism(m: dict, bands: dict) -> str:
         "al., 2020) is that a large early step makes the sublayers' outputs large, the "
         "LayerNorms then shrink the carried token and position information, and the network "
         "falls back on token frequencies; warmup keeps the early steps small. What was "
-        "measured (`results/mechanism.json`, seed 0, the first 200 steps of four settings "
-        "without warmup): at step 1 one Adam step moves every block by the same fraction of "
-        f"its weights in both placements at lr 1e-2 ({rng(first, 4)}), so the placement "
-        "does not change the step size; by step 100 the post-LN LayerNorm inputs at 1e-2 "
-        f"have RMS {rng(post100, 1)} while the block outputs stay near 1 "
-        f"({rng(post_out, 2)}), at 1e-3 they stay at {rng(slow, 2)} over the 200 steps and "
-        f"that run trains; after step 100 the post-LN run's median step is "
+        "measured (`results/mechanism.json`, seed 0, the first "
+        f"{mechanism['steps']} steps of four settings without warmup, recorded at step 1 and "
+        f"every {mechanism['every']}th): at step 1 one Adam step moves every block by the "
+        f"same fraction of its weights in both placements at lr 1e-2 ({rng(first, 4)}), so at "
+        "step 1 the placement does not change the step size. Later it does: post-LN's four "
+        "block update ratios are all below pre-LN's at "
+        f"{sum(map(below, early))} of the {len(early)} recorded steps {early[0]}-{early[-1]} "
+        f"and at {sum(map(below, late_steps))} of the {len(late_steps)} from {late_steps[0]} "
+        f"to {late_steps[-1]}, where the post-LN run's median step is "
         f"{fmt(late('post', 0.01))} of its weights against {fmt(late('pre', 0.01))} for "
-        "pre-LN at the same rate. That the large LayerNorm inputs cause the plateau, rather "
+        "pre-LN at the same rate. By step 100 the post-LN LayerNorm inputs at 1e-2 "
+        f"have RMS {rng(post100, 1)} while the block outputs stay near 1 "
+        f"({rng(post_out, 2)}); at 1e-3 they are {rng(slow, 2)} over the {len(slow_records)} "
+        f"recorded steps ({rng(slow_last, 2)} at step {slow_records[-1]['step']}) and that run "
+        "trains. That the large LayerNorm inputs cause the plateau, rather "
         "than accompany it, was not tested (it would take an intervention), and the sublayer "
         "outputs themselves were not recorded, only the sums the LayerNorms divide. One "
         "seed, two rates; 3e-2 and the warmup runs were not measured.")
@@ -625,15 +692,15 @@ def p3_answer_validity(m: dict, bands: dict) -> str:
     last = [e["by_step"][-1] for e in mains.values()]
 
     def gains(e):
-        v = [x["validity"] for x in e["by_step"]]
+        v = [exact(x["validity"]) for x in e["by_step"]]
         return [b - a for a, b in zip(v, v[1:])]
     shrink = sum(all(b < a for a, b in zip(gains(e), gains(e)[1:])) for e in mains.values())
     up = sum(rises([x["validity"] for x in e["by_step"]]) and
              rises([x["well_formed"] for x in e["by_step"]]) for e in mains.values())
     last_gain = [gains(e)[-1] for e in mains.values()]
-    wfi = [(x["well_formed"] - x["validity"]) for x in first], \
-        [(x["well_formed"] - x["validity"]) for x in last]
-    ill = [1 - x["well_formed"] for x in first], [1 - x["well_formed"] for x in last]
+    wfi = [exact(x["well_formed"]) - exact(x["validity"]) for x in first], \
+        [exact(x["well_formed"]) - exact(x["validity"]) for x in last]
+    ill = [1 - exact(x["well_formed"]) for x in first], [1 - exact(x["well_formed"]) for x in last]
     steps = [x["step"] for x in m["main"]["by_step"]]
     return (
         f"**Answer.** Over seeds {seed_list(sorted(mains))} (1,000 samples at T = 1 per "
@@ -671,11 +738,11 @@ def difficulty() -> dict | None:
 
 
 def odds(entry: dict) -> str:
-    """exp(coefficient) per 10 tokens with its 95% interval (coefficient ± 1.96 se)."""
-    import math
+    """exp(coefficient) per 10 tokens with its 95% interval (coefficient ± 1.96 se): the
+    exponential is a float (not a tie at two decimals), rounded half up like the rest."""
     b, se = entry["per_10_tokens"], entry["se"]
-    return (f"{math.exp(b):.2f} (95% interval {math.exp(b - 1.96 * se):.2f}"
-            f"{DASH}{math.exp(b + 1.96 * se):.2f})")
+    return (f"{fmt(math.exp(b), 2)} (95% interval {fmt(math.exp(b - 1.96 * se), 2)}"
+            f"{DASH}{fmt(math.exp(b + 1.96 * se), 2)})")
 
 
 MIN_CELL = 30  # samples a joint cell needs before its fraction is compared
@@ -730,7 +797,7 @@ def p3_answer_hard(m: dict, bands: dict) -> str:
     return (
         f"**Answer.** {marg} Measured apart (`results/difficulty.json`, seed 0's "
         f"{d['num_samples']:,} samples; length and span correlate at r = "
-        f"{d['length_span_correlation']:.2f}): with both in one logistic regression, 10 "
+        f"{fmt(d['length_span_correlation'], 2)}): with both in one logistic regression, 10 "
         f"more tokens of length multiply the odds of a valid sample by "
         f"{odds(fits['all']['length'])} at a fixed span, and 10 more tokens of span by "
         f"{odds(fits['all']['span'])} at a fixed length. Among the well-formed samples, "
@@ -739,12 +806,14 @@ def p3_answer_hard(m: dict, bands: dict) -> str:
         f"length and {odds(fits['well_formed']['span'])} per 10 tokens of span. In "
         f"{lower} of {compared} length bins the well-formed samples of the widest span bin "
         f"(of those holding at least {MIN_CELL} samples) are less often valid than those "
-        f"of the narrowest, though not every step between span bins falls. So both are "
-        f"difficulties of their own: per 10 tokens, length is {steeper('all')} over all "
-        f"samples, and for the chemistry alone (well-formed samples) length is "
-        f"{steeper('well_formed')}; at the same length, a molecule whose ring stays open "
-        f"longer is more often one RDKit rejects. Why (for instance that the model loses "
-        f"count of the open ring's atoms) is not measured. Seeds "
+        f"of the narrowest, though not every step between span bins falls. So each goes "
+        f"with invalidity at a fixed value of the other: per 10 tokens, length is "
+        f"{steeper('all')} over all samples, and for the chemistry alone (well-formed "
+        f"samples) length is {steeper('well_formed')}; at the same length, a molecule whose "
+        f"ring stays open longer is more often one RDKit rejects. These are associations in "
+        f"one regression, not two causes shown apart: a property that goes with both and was "
+        f"not in the fit (the number of rings, say) could produce them. Why (for instance "
+        f"that the model loses count of the open ring's atoms) is not measured. Seeds "
         f"{seed_list(d['seeds_without_samples'])} committed no samples, so this separation "
         f"rests on seed 0.")
 
@@ -765,15 +834,17 @@ def p3_difficulty(m: dict, bands: dict) -> str:
             row = [lb.replace("-", DASH)]
             for s in spans:
                 c = cells[(lb, s)]
-                row.append(f"{fmt(c[num] / c[den], 2)} ({c[den]})" if c[den] else DASH)
+                row.append(f"{fmt(Fraction(c[num], c[den]), 2)} ({c[den]})" if c[den]
+                           else DASH)
             rows.append(row)
         out.append(table([f"length (tokens) \\ ring span: {what} (n)",
                           *[s.replace("-", DASH) for s in spans]], rows,
                          "l" + "r" * len(spans)))
     fits = d["logistic"]
     lines = [f"{name}: n = {f['n']:,}, {f['positives']:,} valid; log-odds per 10 tokens "
-             f"length {f['length']['per_10_tokens']:.3f} ± {f['length']['se']:.3f}, span "
-             f"{f['span']['per_10_tokens']:.3f} ± {f['span']['se']:.3f} (± one standard error)"
+             f"length {fmt(f['length']['per_10_tokens'], 3)} ± {fmt(f['length']['se'], 3)}, "
+             f"span {fmt(f['span']['per_10_tokens'], 3)} ± {fmt(f['span']['se'], 3)} (± one "
+             f"standard error)"
              for name, f in (("all samples", fits["all"]),
                              ("well-formed samples", fits["well_formed"]))]
     return ("\n\n".join(out) + f"\n\nSeed 0's {d['num_samples']:,} samples at T = "
