@@ -9,6 +9,8 @@
 #   make autograder         the Gradescope zip (build/autograder.zip)
 #   make grade-check        the grading kit's acceptance (8 minutes)
 #   make mutants            the mistake catalogue planted and graded (MISTAKES.md)
+#   make part-alone         each part filled alone earns all its points (2 minutes)
+#   make blast-radius       each mistake costs points in its own part only (MISTAKES.md)
 #   make grade-limits       the grader in a small cgroup against resource attacks (root)
 #   make bands              the reference bands and the reports' generated tables
 #   make samples10k | difficulty | pruning-bias | carry-probe | rotary-window
@@ -29,6 +31,7 @@ test-course:
 
 .PHONY: handout autograder grade-check seeds seeds-problem1 seeds-problem2 seeds-problem3 \
         samples10k difficulty pruning-bias bands mutants rotary-window carry-probe grade-limits \
+        part-alone blast-radius \
         problem2-analysis problem1-breakdown
 # ----------------------------------------------------------------------- extra seeds
 # Seeds 1-4 of every Problem 1, 2 and 3 run, each seed in its own folder
@@ -162,6 +165,15 @@ autograder:
 # course/grading/MISTAKES.md and fails if a mistake passes the graded tests
 mutants:
 	$(PY) -m course.grading.mutants --write
+
+# each part filled alone in the handout (every other region raising) earns all its points in
+# local pytest runs (about 2 minutes); blast-radius: each mistake of course/grading/mutants.py
+# planted in turn costs points in its own part only (about 25 minutes; rewrites MISTAKES.md's
+# blast radius)
+part-alone:
+	$(PY) -m course.tools.part_alone
+blast-radius:
+	$(PY) -m course.tools.part_alone --mistakes --write
 
 # the grading kit's acceptance: reference, filled handouts and single parts grade as they
 # should, and every planted mistake of course/grading/mutants.py fails a graded test (8 minutes)

@@ -3,10 +3,12 @@ maps, and evaluate.py end to end on a tiny data folder (after a 3-step training 
 
 The Part E functions are tested on StandInAdder (tests/tiny_problem1.py), the provided stack
 over stand-in layers whose attentions have MultiHeadAttention's W_o and d_k, on stand-in
-splits and on hand-made scores, so that a mistake in Parts A-D costs no points here; the
-end-to-end run uses your own code of every part."""
+splits and on hand-made scores, so that a mistake in Parts A-D costs no points here; so is
+the end-to-end run, on a run this test writes itself (an untrained StandInAdder, no training
+by Part D) and on stand-in splits (stand_in_scripts)."""
 
 import copy
+import dataclasses
 import json
 
 import pytest
@@ -17,13 +19,17 @@ from problem1.heads import HEAD_NAMES, attention_module
 from problem1.model import score_predictions
 from tests.seam import submission
 from tests.tiny import addition_data, run_script, script_args
-from tests.tiny_problem1 import adder_and_twin, random_items, split
+from tests.tiny_problem1 import (
+    StandInAdder,
+    adder_and_twin,
+    random_items,
+    split,
+    stand_in_scripts,
+)
 
-TRAINING_USES = ("AdditionDataset (Part A), the layers (Parts B, C) and train_step, "
-                 "validate (Part D)")
 pytestmark = pytest.mark.p1e
 
-evaluate, train = submission("problem1.evaluate"), submission("problem1.train")
+evaluate = submission("problem1.evaluate")
 greedy_pruning, mean_attention_maps = evaluate.greedy_pruning, evaluate.mean_attention_maps
 remove_head, single_head_ablation = evaluate.remove_head, evaluate.single_head_ablation
 HeadRemovalScorer = submission("problem1.heads").HeadRemovalScorer  # given; runs remove_head
@@ -181,15 +187,30 @@ def test_head_removal_scorer_matches_greedy_decoding():
         assert torch.equal(tensor, before[name]), name
 
 
-def test_evaluate_end_to_end(tmp_path):
+def write_run(results, digit_order: str = "reversed", train_size: int = 4000):
+    """The files of a 3-step run as train.py writes them, written here: its log and the
+    weights of an untrained StandInAdder (which the script under test loads as one)."""
+    from problem1.config import Config  # given code
+    from provided.results import save_run
+
+    config = Config(digit_order=digit_order, train_size=train_size, steps=3)
+    log = {"run": config.run, "config": dataclasses.asdict(config), "steps_to_95": None,
+           "log": [{"step": 3, "train_loss": 2.4, "val_exact_match": 0.0,
+                    "val_token_accuracy": 0.1}]}
+    torch.manual_seed(0)
+    save_run(results, config, log, StandInAdder())
+
+
+def test_evaluate_end_to_end(tmp_path, monkeypatch):
+    stand_in_scripts(monkeypatch)  # Parts A-C's dataset and model: stand-ins
     data = addition_data(tmp_path)
     args = script_args(tmp_path, data)
     results = tmp_path / "results"
-    command = ["--digit_order", "reversed", "--train_size", "4000", "--steps", "3"] + args
-    run_script("problem1/train.py", train.main, command, TRAINING_USES)  # a run to evaluate
+    write_run(results)  # a run to evaluate, the others missing
     # the runs that exist are evaluated, the others skipped
     run_script("problem1/evaluate.py", evaluate.main, args,
-               "code of every part, Part E's functions last")
+               "the Part E functions, on stand-ins of the dataset and the model "
+               "(tests/tiny_problem1.py)")
     metrics = json.loads((results / "metrics.json").read_text())
     assert set(metrics) == {"reversed_n4000", "ablation", "pruning"}
     run = metrics["reversed_n4000"]

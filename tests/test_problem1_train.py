@@ -3,7 +3,8 @@ end on a tiny data folder with a few steps (no real training).
 
 train_step and validate are tested on StandInAdder (tests/tiny_problem1.py), the provided
 stack over stand-in layers, and on stand-in splits, so that a mistake in Parts A-C costs no
-points here; the end-to-end run uses your own dataset and model."""
+points here; so is the end-to-end run (stand_in_scripts: GivenSplits of random items and
+StandInAdder in place of your dataset and model)."""
 
 import json
 
@@ -15,10 +16,10 @@ from problem1.dataset import BOS, PLUS
 from problem1.model import score_predictions
 from tests.seam import submission
 from tests.tiny import addition_data, run_script, script_args
-from tests.tiny_problem1 import adder_and_twin, random_items, split
+from tests.tiny_problem1 import adder_and_twin, random_items, split, stand_in_scripts
 
-TRAINING_USES = ("AdditionDataset (Part A), the layers (Parts B, C) and train_step, "
-                 "validate (Part D)")
+TRAINING_USES = ("train_step, validate and steps_to_95 (Part D), on stand-ins of the dataset "
+                 "and the model (tests/tiny_problem1.py)")
 pytestmark = pytest.mark.p1d
 
 train = submission("problem1.train")
@@ -93,7 +94,8 @@ def test_validate_decodes_greedily():
         "one digit wrong here: is it teacher-forced on tgt_in instead?")
 
 
-def test_train_end_to_end(tmp_path):
+def test_train_end_to_end(tmp_path, monkeypatch):
+    stand_in_scripts(monkeypatch)  # Parts A-C's dataset and model: stand-ins
     data = addition_data(tmp_path)
     args = script_args(tmp_path, data)
     results = tmp_path / "results"

@@ -1,6 +1,9 @@
 """Problem 2, Part E: the accuracies by position, the numerical checks of the encodings, and
-evaluate.py end to end on tiny data (after 3-step training runs of the four schemes)."""
+evaluate.py end to end on tiny data (untrained runs of the four schemes). Where Part E's
+code runs another part's (the dataset, the positional code), it runs a stand-in of
+tests/tiny_problem2.py instead, so that a mistake there costs no points here."""
 
+import dataclasses
 import json
 import math
 
@@ -11,20 +14,57 @@ from problem2.dataset import IGNORE_INDEX
 from problem2.model import POSITIONS
 from tests.seam import submission
 from tests.tiny import offset_data, run_script, script_args
+from tests.tiny_problem2 import orthogonal, stand_in_dataset
 
 pytestmark = pytest.mark.p2e
 
 evaluate = submission("problem2.evaluate")
-train = submission("problem2.train")
 ReadsKeyAtDistance = submission("tests.tiny").ReadsKeyAtDistance  # next to the code
 stubs = submission("tests.tiny_problem2")
 
 
+# The stand-ins of Parts B and C in evaluate.py's checks, and what they make the checks give
+ROTARY_CHANGES = [1e-6 * (i % 7) for i in range(200)]  # score_shift_invariance, rotary
+SINUSOIDAL_CHANGES = [0.5 + (i % 13) / 10 for i in range(200)]  # ... and sinusoidal
+PAIRWISE_GAP = 0.25  # apply_rotary: pairwise_rotary + 0.25
+
+
+def stand_ins_of_parts_a_to_d(patch, data, results) -> None:
+    """evaluate.py, under test, on stand-ins of the other parts' code (tests/tiny_problem2.py):
+    its test split GivenOffsetSplits, the models' positional code PowerTable's table
+    (sinusoidal) and LeavesUnrotated (rotary), and in the checks PowerTable (sinusoidal_table,
+    shift_rotation), ScriptedScoreShifts (score_shift_invariance, 200 changes per scheme) and
+    pairwise_rotary + PAIRWISE_GAP (apply_rotary). The four runs are untrained models of
+    their schemes, saved here as train.py saves them (no training by Part D)."""
+    stand_in_dataset(patch, data, scripts=("problem2.evaluate",))
+    power = stubs.PowerTable({64: orthogonal(64, seed=1)})
+    model = submission("problem2.model")
+    patch.setattr(model, "sinusoidal_table", power.table)
+    patch.setattr(model, "apply_rotary", stubs.LeavesUnrotated())
+    patch.setattr(evaluate, "sinusoidal_table", power.table)
+    patch.setattr(evaluate, "shift_rotation", power.rotation)
+    patch.setattr(evaluate, "score_shift_invariance", stubs.ScriptedScoreShifts(
+        {"rotary": ROTARY_CHANGES, "sinusoidal": SINUSOIDAL_CHANGES}))
+    patch.setattr(evaluate, "apply_rotary",
+                  stubs.PlusConstant(evaluate.pairwise_rotary, PAIRWISE_GAP))
+    from problem2.config import Config  # given code, for the logs
+
+    config_class = submission("problem2.config").Config
+    save_run = submission("provided.results").save_run
+    for position in POSITIONS:
+        options = {"position": position, "max_steps": 3, "train_sequences": 40,
+                   "train_length": 64}
+        log = {"run": position, "config": dataclasses.asdict(Config(**options)), "log": []}
+        config = config_class(**options)
+        save_run(results, config, log, config.build_model())
+
+
 @pytest.fixture(scope="module")
 def problem2_runs(tmp_path_factory):
-    """A function that returns (data_dir, results_dir) after training the four schemes for 3
-    steps on tiny data and running evaluate.py. It does the work on its first call, inside a
-    test, so that a failure there fails the test that called it."""
+    """A function that returns (data_dir, results_dir) after evaluate.py has run on tiny
+    data, with untrained runs of the four schemes, on stand-ins of Parts A-D
+    (stand_ins_of_parts_a_to_d). It does the work on its first call, inside a test, so that a
+    failure there fails the test that called it."""
     done = {}
 
     def runs():
@@ -32,12 +72,11 @@ def problem2_runs(tmp_path_factory):
             root = tmp_path_factory.mktemp("problem2")
             data = offset_data(root)
             args = script_args(root, data)
-            for position in POSITIONS:
-                run_script("problem2/train.py", train.main,
-                           ["--position", position, "--steps", "3", *args],
-                           "OffsetDataset (Part A), positional code (Parts B, C) and Part D")
-            run_script("problem2/evaluate.py", evaluate.main, args,
-                       "positional code (Parts B, C) and the Part E functions")
+            with pytest.MonkeyPatch.context() as patch:
+                stand_ins_of_parts_a_to_d(patch, data, root / "results")
+                run_script("problem2/evaluate.py", evaluate.main, args,
+                           "the Part E functions, on stand-ins of the dataset, the models and "
+                           "the positional code (tests/tiny_problem2.py)")
             done["runs"] = data, root / "results"
         return done["runs"]
 
@@ -149,61 +188,30 @@ def test_metrics(problem2_runs):
             f"scheme {position})?")
 
 
-def part_b_and_c_are_right() -> dict:
-    """{function of Parts B and C: whether it passes a probe}: the checks use them."""
-    import cmath
-
-    positional = submission("problem2.positional")
-    table = positional.sinusoidal_table(40, 8).double()
-    expected = torch.tensor([[math.sin(p * 10000 ** (-(j // 2) * 2 / 8)) if j % 2 == 0 else
-                              math.cos(p * 10000 ** (-(j // 2) * 2 / 8)) for j in range(8)]
-                             for p in range(40)], dtype=torch.float64)
-    angles = [3 * 10000 ** (-2 * i / 8) for i in range(4)]
-    R = torch.block_diag(*[torch.tensor([[math.cos(a), math.sin(a)], [-math.sin(a),
-                                                                      math.cos(a)]])
-                           for a in angles]).double()
-    x = torch.tensor([[0.3, -1.0, 2.0, 0.5, 1.0, 0.0, -0.2, 0.7]])
-    rotated = []
-    for i in range(4):
-        z = complex(x[0, 2 * i], x[0, 2 * i + 1]) * cmath.exp(1j * 5 * 10000 ** (-2 * i / 8))
-        rotated += [z.real, z.imag]
-    return {"sinusoidal_table": torch.allclose(table, expected, atol=5e-5),
-            "shift_rotation": torch.allclose(positional.shift_rotation(3, 8).double(), R,
-                                             atol=1e-5),
-            "apply_rotary": torch.allclose(positional.apply_rotary(x, torch.tensor([5])).double(),
-                                           torch.tensor([rotated], dtype=torch.float64),
-                                           atol=1e-5)}
-
-
-def check_hint(uses: list[str], own: str) -> str:
-    """Which function to fix: one of Parts B and C the check uses, if it fails its probe,
-    else the check's own (own: its likely mistake)."""
-    right = part_b_and_c_are_right()
-    wrong = [name for name in uses if not right[name]]
-    if wrong:
-        return (f"{' and '.join(wrong)} (Parts B and C) fail their own tests: fix them first, "
-                "this check uses them")
-    return own
-
-
 def test_checks(problem2_runs):
+    """metrics.json's checks, on the stand-ins of stand_ins_of_parts_a_to_d: a table and
+    rotations that fit together, known score changes, apply_rotary off by PAIRWISE_GAP."""
     checks = read(problem2_runs()[1] / "metrics.json")["checks"]
     assert checks["shift_rotation_max_error"] < 1e-5, (
-        "checks' shift_rotation_max_error must be about 0 (PE[p + s] = R_s PE[p]), not "
-        f"{checks['shift_rotation_max_error']:.3g}: "
-        + check_hint(["sinusoidal_table", "shift_rotation"],
-                     "shift_rotation_max_error is wrong: is R_s applied transposed (PE[p] @ "
-                     "R_s, a row vector times R_s) instead of R_s @ PE[p]?"))
-    assert checks["rotary_score_shift_error"] < 1e-3, (
-        "checks' rotary_score_shift_error must be about 0: "
-        + check_hint(["apply_rotary"], "is score_shift_errors' maximum taken per scheme?"))
-    assert checks["sinusoidal_score_shift_error"] > 0.5, (
-        "checks' sinusoidal_score_shift_error must be large (the sinusoidal score changes "
-        "under a shift): " + check_hint(["sinusoidal_table"], "is it the rotary maximum?"))
-    assert checks["rotary_vs_pairwise_error"] < 1e-4, (
-        "checks' rotary_vs_pairwise_error must be about 0: "
-        + check_hint(["apply_rotary"], "pairwise_rotary or rotary_vs_pairwise_error is wrong "
-                     "(see test_pairwise_rotary_by_hand)"))
+        "checks' shift_rotation_max_error must be about 0 for a table and rotations that fit "
+        "(PE[p + s] = R_s PE[p] for the stand-ins), not "
+        f"{checks['shift_rotation_max_error']:.3g}: is R_s applied transposed (PE[p] @ R_s, a "
+        "row vector times R_s) instead of R_s @ PE[p], or the rows p and p + s mixed up?")
+    assert checks["rotary_score_shift_error"] == pytest.approx(max(ROTARY_CHANGES)), (
+        "checks' rotary_score_shift_error must be the largest rotary change "
+        f"({max(ROTARY_CHANGES):.3g} here): is score_shift_errors' maximum taken per scheme?")
+    assert checks["sinusoidal_score_shift_error"] == pytest.approx(max(SINUSOIDAL_CHANGES)), (
+        "checks' sinusoidal_score_shift_error must be the largest sinusoidal change "
+        f"({max(SINUSOIDAL_CHANGES):.3g} here), not {checks['sinusoidal_score_shift_error']}")
+    median = torch.tensor(SINUSOIDAL_CHANGES).median().item()
+    assert checks["sinusoidal_score_shift_error_median"] == pytest.approx(median), (
+        f"checks' sinusoidal_score_shift_error_median must be the median change ({median:.3g} "
+        "here): is it a mean?")
+    assert checks["rotary_vs_pairwise_error"] == pytest.approx(PAIRWISE_GAP, abs=1e-5), (
+        "checks' rotary_vs_pairwise_error must be max |apply_rotary(x) - pairwise_rotary(x)|, "
+        f"{PAIRWISE_GAP} here (the stand-in apply_rotary is pairwise_rotary + {PAIRWISE_GAP}), "
+        f"not {checks['rotary_vs_pairwise_error']}: is the absolute value or the maximum "
+        "missing, or the two called on different inputs?")
 
 
 def test_accuracy_over_pools_the_counts():

@@ -337,17 +337,26 @@ def rotary_is_right() -> bool:
         out.double(), rotary_by_formula(x, [0, 2, 7]), atol=1e-5)
 
 
+@pytest.fixture
+def sinusoidal_rows(monkeypatch):
+    """score_shift_invariance's sinusoidal table (Part B's sinusoidal_table) answered from
+    the formula's table, computed here (tests/tiny_problem2.py's TableRows), so that a
+    mistake in Part B costs no points in Part C."""
+    rows = {d: table_by_formula(128, d) for d in (2, 4, 8, 64)}
+    monkeypatch.setattr(positional, "sinusoidal_table",
+                        submission("tests.tiny_problem2").TableRows(rows))
+
+
 def upstream_note(scheme: str) -> str:
-    """What score_shift_invariance relies on that fails its own tests, or ''."""
-    if scheme == "sinusoidal" and not table_is_right():
-        return (" Your sinusoidal_table fails its own tests: fix it first, the score uses "
-                "its rows.")
+    """What score_shift_invariance relies on that fails its own tests, or '' (the sinusoidal
+    table is the formula's: sinusoidal_rows)."""
     if scheme == "rotary" and not rotary_is_right():
         return " Your apply_rotary fails its own tests: fix it first, the score uses it."
     return ""
 
 
 @p2c
+@pytest.mark.usefixtures("sinusoidal_rows")
 def test_score_shift_sinusoidal_hand_value():
     # d = 2, q = (1, 0), k = (0, 0): score(a, b) = (1 + sin a) sin b + cos a cos b
     #                                          = sin b + cos(a - b),
@@ -374,6 +383,7 @@ def test_score_shift_sinusoidal_hand_value():
 
 
 @p2c
+@pytest.mark.usefixtures("sinusoidal_rows")
 def test_score_shift_rotary_hand_value_is_zero():
     # d = 2: rotated (1, 0) . rotated (0, 1) = sin(a - b); rotating only one vector would
     # give sin a or -sin b instead, which changes under the shift.
@@ -396,6 +406,7 @@ def test_score_shift_rotary_hand_value_is_zero():
 
 
 @p2c
+@pytest.mark.usefixtures("sinusoidal_rows")
 def test_score_shift_random_vectors():
     g = torch.Generator().manual_seed(3)
     rotary, sinusoidal = [], []
@@ -415,6 +426,7 @@ def test_score_shift_random_vectors():
 
 
 @p2c
+@pytest.mark.usefixtures("sinusoidal_rows")
 def test_score_shift_bad_scheme_raises():
     # the two schemes work (the hand values of the tests above): not every scheme raises
     q, k = torch.tensor([1.0, 0.0]), torch.tensor([0.0, 0.0])

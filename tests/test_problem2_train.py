@@ -1,6 +1,7 @@
 """Problem 2, Part D: the loss and accuracy helpers, and train.py on tiny data (40 training
 sequences of 64, one step per epoch; the schemes none and learned, which need no positional
-code of Parts B and C, trained for 3 steps)."""
+code of Parts B and C, trained for 3 steps). The script's splits are stand-ins
+(tests/tiny_problem2.py: GivenOffsetSplits, random targets), so that Part A plays no part."""
 
 import json
 import math
@@ -11,7 +12,7 @@ import torch
 from problem2.dataset import IGNORE_INDEX
 from tests.seam import submission
 from tests.tiny import offset_data, run_script, script_args
-from tests.tiny_problem2 import Lookup
+from tests.tiny_problem2 import Lookup, stand_in_dataset
 
 pytestmark = pytest.mark.p2d
 
@@ -21,6 +22,7 @@ sandbox_torch = submission("torch")
 SGD = submission("torch.optim").SGD
 # train.py does not depend on the position scheme: two that need no code of Parts B and C
 POSITIONS = ("none", "learned")
+TRAINING_USES = "the Part D functions, on stand-in splits (tests/tiny_problem2.py)"
 
 
 @pytest.fixture(scope="module")
@@ -34,10 +36,12 @@ def problem2_runs(tmp_path_factory):
         if not done:
             root = tmp_path_factory.mktemp("problem2")
             data = offset_data(root)
-            for position in POSITIONS:
-                run_script("problem2/train.py", train.main,
-                           ["--position", position, "--steps", "3", *script_args(root, data)],
-                           "OffsetDataset (Part A) and the Part D functions")
+            with pytest.MonkeyPatch.context() as patch:
+                stand_in_dataset(patch, data)
+                for position in POSITIONS:
+                    run_script("problem2/train.py", train.main,
+                               ["--position", position, "--steps", "3",
+                                *script_args(root, data)], TRAINING_USES)
             done["runs"] = data, root / "results"
         return done["runs"]
 
@@ -221,12 +225,12 @@ def test_training_log(problem2_runs):
         assert (results / f"model_{position}.pth").exists()
 
 
-def test_training_loss_goes_down_and_is_deterministic(problem2_runs, tmp_path):
+def test_training_loss_goes_down_and_is_deterministic(problem2_runs, tmp_path, monkeypatch):
     data, results = problem2_runs()
     args = ["--position", "learned", "--steps", "3", "--data_dir", str(data),
             "--results_dir", str(tmp_path), "--device", "cpu", "--threads", "1"]
-    run_script("problem2/train.py", train.main, args, "OffsetDataset (Part A) and the Part D "
-               "functions")
+    stand_in_dataset(monkeypatch, data)
+    run_script("problem2/train.py", train.main, args, TRAINING_USES)
     first = (tmp_path / "training_log_learned.json").read_text()
     assert first == (results / "training_log_learned.json").read_text()
     losses = [r["train_loss"] for r in json.loads(first)["log"]]

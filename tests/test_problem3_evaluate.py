@@ -1,7 +1,7 @@
 """Problem 3, Part E: sample metrics, the outcome breakdown by bins, the sweep table, and
-evaluate.py end to end after a few training steps on the 400 fixture strings. The unit tests
-answer Part D's is_well_formed from a table (stubs.Answers), so that they grade Part E's
-functions alone."""
+evaluate.py end to end on runs written by the test. The tests answer Part D's is_well_formed
+and max_open_ring_span from tables (stubs.Answers), and the end-to-end run uses stand-ins
+of Parts A-D (tests/tiny_problem3.py), so that they grade Part E's functions alone."""
 
 import json
 from pathlib import Path
@@ -12,12 +12,12 @@ from problem3.evaluate import canonical  # given code (RDKit's canonical SMILES)
 from provided.visualize import main as visualize_main
 from tests.seam import submission
 from tests.tiny import run_script, smiles_data
+from tests.tiny_problem3 import stand_in_parts_a_and_b, write_run
 
 pytestmark = pytest.mark.p3e
 
 ev = submission("problem3.evaluate")
 sample = submission("problem3.sample")
-tr = submission("problem3.train")
 stubs = submission("tests.tiny_problem3")  # stand-ins, next to the code under test
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -97,18 +97,31 @@ def test_sweep_entry_early_gradient_statistics():
         "trains must be True for a final loss below the threshold")
 
 
-def test_evaluate_end_to_end(data_dir, tmp_path, capsys):
+# max_open_ring_span (Part D) of the strings of WELL_FORMED, worked out by hand
+RING_SPANS = {"CCO": 0, "OCC": 0, "C1CC": 0, "": 0, "c1ccccc1": 6, "CC(": 0, "CCN": 0,
+              "c1cccc1": 5, "C1": 0, "C1CC1": 3}
+
+
+def logged(steps: list[int], loss: float) -> dict:
+    """A training log's points, as train.py logs them, with the same loss everywhere."""
+    return {"log": [{"step": step, "train_loss": loss, "lr": 1e-3, "head_grad_norm": 0.5,
+                     "total_grad_norm": 1.0} for step in steps],
+            "val": [{"step": steps[-1], "val_loss": loss}], "final_val_loss": loss}
+
+
+def test_evaluate_end_to_end(data_dir, tmp_path, capsys, monkeypatch, well_formed_by_hand):
+    # Parts A-D as stand-ins (tests/tiny_problem3.py): the vocabulary, the validation split and
+    # the model, a sampler that draws the strings of WELL_FORMED in turn, and Part D's checks
+    # answered from tables; the runs are written here as train.py writes them
+    stand_in_parts_a_and_b(monkeypatch, scripts=("problem3.evaluate",))
+    monkeypatch.setattr(sample, "generate_batch", stubs.ScriptedSamples(list(WELL_FORMED)))
+    monkeypatch.setattr(ev, "max_open_ring_span", stubs.Answers(RING_SPANS))
     results = tmp_path / "results"
-    run = "pre_lr0.001_w3_s6"
-    common = ["--batch_size", "16", "--data_dir", str(data_dir), "--results_dir", str(results),
-              "--device", "cpu", "--threads", "1"]
-    uses = "code of Parts A-D"
-    run_script("problem3/train.py", tr.main, ["--norm", "pre", "--lr", "1e-3", "--warmup", "3",
-                                              "--steps", "6", "--checkpoint_every", "3",
-                                              *common], uses)
-    for lr in ("1e-3", "3e-2"):  # two 'sweep' runs of 4 steps
-        run_script("problem3/train.py", tr.main,
-                   ["--norm", "post", "--lr", lr, "--steps", "4", *common], uses)
+    run = write_run(results, logged([2, 4, 6], 2.5), checkpoints=[3], norm="pre", lr=1e-3,
+                    warmup=3, steps=6, checkpoint_every=3, batch_size=16)
+    for lr in (1e-3, 3e-2):  # two 'sweep' runs of 4 steps
+        write_run(results, logged([2, 4], 3.0), norm="post", lr=lr, steps=4, batch_size=16)
+    uses = "the Part E functions, on stand-ins of Parts A-D (tests/tiny_problem3.py)"
     run_script("problem3/sample.py", sample.main,
                ["--run", run, "--num_samples", "50", "--results_dir", str(results),
                 "--data_dir", str(data_dir), "--threads", "1"], uses)
@@ -118,7 +131,7 @@ def test_evaluate_end_to_end(data_dir, tmp_path, capsys):
     run_script("problem3/evaluate.py", ev.main,
                ["--run", run, "--num_samples", "50", "--sweep_steps", "4", "--results_dir",
                 str(results), "--data_dir", str(data_dir), "--threads", "1"],
-               "code of Parts A-D and the Part E functions")
+               uses)
     metrics = json.loads((results / "metrics.json").read_text())
     assert [e["run"] for e in metrics["sweep"]] == ["post_lr0.001_w0_s4", "post_lr0.03_w0_s4"]
     assert all(e["head_grad_norm_mean_100"] is None for e in metrics["sweep"])  # 4 steps only

@@ -3,7 +3,6 @@ from stand-in models of tests/tiny_problem3.py) and the syntactic checks is_well
 max_open_ring_span."""
 
 import math
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -16,12 +15,12 @@ from problem3.evaluate import canonical  # given code (RDKit's canonical SMILES)
 from provided.smiles import BOS, EOS, PAD, SmilesVocab, tokenize
 from tests.seam import submission
 from tests.tiny import run_script
+from tests.tiny_problem3 import write_run
 
 pytestmark = pytest.mark.p3d
 
 ev = submission("problem3.evaluate")
 sample = submission("problem3.sample")
-tr = submission("problem3.train")
 generate = sample.generate
 stubs = submission("tests.tiny_problem3")  # stand-in models, next to the code under test
 sandbox_torch = submission("torch")
@@ -115,22 +114,16 @@ def test_generate_is_seeded_and_lower_temperature_lowers_diversity(vocab):
         "the temperature instead of divided?")
 
 
-def test_sample_script_writes_the_samples(tmp_path):
-    data = tmp_path / "data" / "smiles"
-    data.mkdir(parents=True)
-    shutil.copy(TRAIN_FIXTURE, data / "train.txt")
-    shutil.copy(FIXTURES / "smiles_val.txt", data / "val.txt")
+def test_sample_script_writes_the_samples(tmp_path, monkeypatch):
+    # the run to sample: an untrained StandInLM (tests/tiny_problem3.py), saved as train.py
+    # saves a run, so that no code of Parts A-C plays a part
+    monkeypatch.setattr(submission("problem3.config"), "DecoderLM", stubs.StandInLM)
     results = tmp_path / "results"
-    run = "pre_lr0.001_w3_s4"
-    run_script("problem3/train.py", tr.main,
-               ["--norm", "pre", "--lr", "1e-3", "--warmup", "3", "--batch_size", "16",
-                "--steps", "4", "--data_dir", str(tmp_path / "data"),
-                "--results_dir", str(results), "--device", "cpu", "--threads", "1"],
-               "build_vocab, SmilesDataset (Part A), DecoderLM (Part B) and train_step (Part C)")
+    run = write_run(results, norm="pre", lr=1e-3, warmup=3, steps=4, batch_size=16)
     args = ["--run", run, "--num_samples", "50", "--results_dir", str(results),
             "--data_dir", str(tmp_path / "data"), "--device", "cpu", "--threads", "1"]
     run_script("problem3/sample.py", sample.main, args,
-               "DecoderLM (Part B) and generate_batch (Part D)")
+               "generate_batch (Part D), on a stand-in model (tests/tiny_problem3.py)")
     first = (results / f"samples_{run}.txt").read_text()
     samples = first.split("\n")[:-1]
     assert len(samples) == 50

@@ -1,6 +1,7 @@
 """Problem 3, Part C: the learning-rate schedule, the training step and its gradient norms
 (on TinyLM, a stand-in LM of tests/tiny_problem3.py, so that Part B plays no part), and
-train.py on the 400 fixture strings for a few steps (nothing trains for real)."""
+train.py for a few steps (nothing trains for real) on stand-ins of Parts A and B
+(stand_in_parts_a_and_b: the homework's vocabulary, random token ids, a StandInLM)."""
 
 import json
 import math
@@ -14,10 +15,10 @@ from problem3.config import CLIP_NORM
 from problem3.dataset import IGNORE_INDEX
 from tests.seam import submission
 from tests.tiny import p3_train_args, read_log, run_script, smiles_data
-from tests.tiny_problem3 import TinyLM
+from tests.tiny_problem3 import TinyLM, stand_in_parts_a_and_b
 
-TRAINING_USES = ("build_vocab, SmilesDataset (Part A), DecoderLM (Part B) and train_step "
-                 "(Part C)")
+TRAINING_USES = ("lr_at_step and train_step (Part C), on stand-ins of the vocabulary, the "
+                 "dataset and the model (tests/tiny_problem3.py)")
 pytestmark = pytest.mark.p3c
 
 tr = submission("problem3.train")
@@ -109,6 +110,7 @@ def test_train_step_logs_gradient_norms_before_clipping():
 
 
 def test_train_end_to_end(data_dir, tmp_path, monkeypatch):
+    stand_in_parts_a_and_b(monkeypatch)
     monkeypatch.setattr(tr, "LOG_EVERY", 2)
     monkeypatch.setattr(tr, "VAL_EVERY", 4)
     results = tmp_path / "results"
@@ -129,6 +131,7 @@ def test_train_end_to_end(data_dir, tmp_path, monkeypatch):
 
 
 def test_diverged_run_logs_null_and_finishes(data_dir, tmp_path, monkeypatch):
+    stand_in_parts_a_and_b(monkeypatch)
     monkeypatch.setattr(tr, "LOG_EVERY", 2)
     monkeypatch.setattr(tr, "VAL_EVERY", 2)
     # head.weight filled with NaN before each step, next to the code under test

@@ -10,7 +10,8 @@ that a mistake in one part costs points in that part only:
   - StandInAdder: the provided AdditionTransformer stack (embedding, encode, decode,
     generate) over stand-in layers with their sublayers side by side, no LayerNorm: not the
     homework's post-norm layers, but with their interface and attribute names;
-  - Split: an AdditionDataset stand-in made from given tensors;
+  - Split: an AdditionDataset stand-in made from given tensors, and GivenSplits, which
+    makes them where a script makes its AdditionDatasets;
   - ScoreTable: a score over sets of removed heads, from a table, that records its calls;
   - modes_during: the training flags a model's modules ran in during a call.
 
@@ -134,6 +135,19 @@ class Split(TensorDataset):
         self.src, self.tgt_in, self.tgt_out = src, tgt_in, tgt_out
 
 
+class GivenSplits:
+    """A stand-in for the class AdditionDataset where a script makes its splits:
+    GivenSplits(table)(data_dir, split, digit_order, max_pairs=None) is the Split of the
+    tensors table[(split, digit_order)] (src, tgt_in, tgt_out), whatever the folder. The
+    table is data the test made (not read from the folder, not sums worked out here)."""
+
+    def __init__(self, table: dict):
+        self.table = {key: tuple(tensors) for key, tensors in table.items()}
+
+    def __call__(self, data_dir, split: str, digit_order: str = "forward", max_pairs=None):
+        return Split(*self.table[(split, digit_order)])
+
+
 class ScoreTable:
     """score(removed heads) -> table[frozenset(removed)] (default for a set not in the
     table, if given); .calls lists the sets it was asked for, in order, each as a list."""
@@ -203,6 +217,22 @@ def random_items(n: int, seed: int) -> tuple:
 def split(src, tgt_in, tgt_out):
     """A Split made next to the code under test, of these tensors."""
     return submission("tests.tiny_problem1").Split(src, tgt_in, tgt_out)
+
+
+def stand_in_scripts(monkeypatch, train_size: int = 4000, n_eval: int = 24) -> None:
+    """Make train.py and evaluate.py, under test, run on stand-ins of Parts A-C: their
+    AdditionDatasets are GivenSplits of random items (the reversed training and validation
+    splits, the test split in both orders) and the model they build or load is a
+    StandInAdder (problem1.config's AdditionTransformer), so that an end-to-end run of Part
+    D or E uses no code of the other parts."""
+    table = {("train", "reversed"): random_items(train_size, seed=10),
+             ("val", "reversed"): random_items(n_eval, seed=11),
+             ("test", "reversed"): random_items(n_eval, seed=12),
+             ("test", "forward"): random_items(n_eval, seed=13)}
+    tiny = submission("tests.tiny_problem1")
+    for script in ("problem1.train", "problem1.evaluate"):
+        monkeypatch.setattr(submission(script), "AdditionDataset", tiny.GivenSplits(table))
+    monkeypatch.setattr(submission("problem1.config"), "AdditionTransformer", tiny.StandInAdder)
 
 
 @pytest.fixture

@@ -75,3 +75,126 @@ class ScriptedScoreShifts:
         return next(self.values[scheme])
 
 
+class GivenOffsetSplit(torch.utils.data.Dataset):
+    """An OffsetDataset stand-in made from given tensors: .tokens and .targets [N, T] whole,
+    items (tokens[i], targets[i])."""
+
+    def __init__(self, tokens, targets):
+        self.tokens, self.targets = tokens, targets
+
+    def __len__(self) -> int:
+        return self.tokens.shape[0]
+
+    def __getitem__(self, index: int):
+        return self.tokens[index], self.targets[index]
+
+
+class GivenOffsetSplits:
+    """A stand-in for the class OffsetDataset where a script makes its splits:
+    GivenOffsetSplits(table)(data_dir, split, k=7) is the GivenOffsetSplit of table[split] =
+    (tokens, targets), whatever the folder (the table is data the test made)."""
+
+    def __init__(self, table: dict):
+        self.table = {split: tuple(tensors) for split, tensors in table.items()}
+
+    def __call__(self, data_dir, split: str, k: int = 7):
+        return GivenOffsetSplit(*self.table[split])
+
+
+class TableRows:
+    """A stand-in for sinusoidal_table: TableRows(tables)(max_len, d_model) is the first
+    max_len rows of tables[d_model] (a table the test made), as float32; more rows than it
+    holds raise ValueError."""
+
+    def __init__(self, tables: dict):
+        self.tables = {int(d): torch.as_tensor(t) for d, t in tables.items()}
+
+    def __call__(self, max_len: int, d_model: int) -> torch.Tensor:
+        table = self.tables[int(d_model)]
+        if max_len > table.shape[0]:
+            raise ValueError(f"TableRows holds {table.shape[0]} rows, not {max_len}")
+        return table[:max_len].float().clone()
+
+
+class PowerTable:
+    """Stand-ins for sinusoidal_table and shift_rotation that fit together, though neither is
+    the homework's: for a matrix A [d, d] and a vector v [d] given per width d (data the
+    test made, A orthogonal), .table(max_len, d) has the rows A^p v, p = 0 .. max_len - 1,
+    and .rotation(s, d) is A^s, so that table[p + s] = rotation(s) @ table[p]. float32."""
+
+    def __init__(self, given: dict):
+        self.given = {int(d): (torch.as_tensor(A, dtype=torch.float64),
+                               torch.as_tensor(v, dtype=torch.float64))
+                      for d, (A, v) in given.items()}
+
+    def table(self, max_len: int, d_model: int) -> torch.Tensor:
+        A, v = self.given[int(d_model)]
+        rows = [v]
+        for _ in range(max_len - 1):
+            rows.append(A @ rows[-1])
+        return torch.stack(rows).float()
+
+    def rotation(self, shift: int, d_model: int) -> torch.Tensor:
+        A, _ = self.given[int(d_model)]
+        return torch.linalg.matrix_power(A, int(shift)).float()
+
+
+class LeavesUnrotated:
+    """A stand-in for apply_rotary that rotates nothing: x comes back as it is (a model
+    built with it runs, without position information)."""
+
+    def __call__(self, x, positions):
+        return x
+
+
+class PlusConstant:
+    """PlusConstant(function, c)(x, ...) = function(x, ...) + c, in x's dtype: a stand-in
+    that differs from function by exactly c everywhere (e.g. for apply_rotary, next to
+    pairwise_rotary)."""
+
+    def __init__(self, function, constant: float):
+        self.function, self.constant = function, constant
+
+    def __call__(self, x, *args, **kwargs):
+        return (torch.as_tensor(self.function(x, *args, **kwargs)) + self.constant).to(x.dtype)
+
+
+# ------------------------------------------------------ used by the tests, on their side
+def given_offset_splits(data_dir) -> dict:
+    """{split: (tokens, targets)} for GivenOffsetSplits: the tokens of data_dir/offset/
+    {split}.npy (as tests.tiny.offset_data writes them), the targets random tokens from
+    position 7 on and IGNORE_INDEX before (not the offset task's targets: those are Part
+    A's to build)."""
+    from pathlib import Path
+
+    import numpy as np
+
+    from problem2.dataset import IGNORE_INDEX  # given code
+
+    table = {}
+    for seed, split in enumerate(("train", "test")):
+        tokens = torch.from_numpy(np.load(Path(data_dir) / "offset" / f"{split}.npy")).long()
+        targets = torch.randint(0, 16, tokens.shape, generator=torch.Generator().manual_seed(
+            seed))
+        targets[:, :7] = IGNORE_INDEX
+        table[split] = (tokens, targets)
+    return table
+
+
+def stand_in_dataset(monkeypatch, data_dir, scripts=("problem2.train",)) -> None:
+    """Make the scripts under test (their module names) build GivenOffsetSplits of
+    given_offset_splits(data_dir) where they make an OffsetDataset, so that an end-to-end
+    run uses no code of Part A."""
+    from tests.seam import submission
+
+    splits = submission("tests.tiny_problem2").GivenOffsetSplits(given_offset_splits(data_dir))
+    for script in scripts:
+        monkeypatch.setattr(submission(script), "OffsetDataset", splits)
+
+
+def orthogonal(d: int, seed: int) -> tuple:
+    """(A [d, d] orthogonal, v [d] of norm 1), float64, seeded: what PowerTable takes."""
+    generator = torch.Generator().manual_seed(seed)
+    A, _ = torch.linalg.qr(torch.randn(d, d, generator=generator, dtype=torch.float64))
+    v = torch.randn(d, generator=generator, dtype=torch.float64)
+    return A, v / v.norm()

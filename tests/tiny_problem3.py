@@ -6,9 +6,11 @@ the seam, tests/seam.py). Each is made of torch alone and reveals no solution; a
 also build one on its own side, as a trusted twin whose numbers it computes itself.
 """
 
+from pathlib import Path
+
 import torch
 
-from provided.smiles import EOS
+from provided.smiles import EOS, HOMEWORK_TOKENS, SmilesVocab
 from tests.tiny import modes_during  # noqa: F401  (reached through the seam)
 
 
@@ -114,6 +116,61 @@ class Answers:
 
 
 
+class StandInLM(TinyLM):
+    """A stand-in for the class DecoderLM where a script builds its model (problem3.config):
+    a TinyLM that takes DecoderLM's arguments (vocab_size, d_model, max_len, dropout; the
+    others, norm, num_layers, num_heads and d_ff, it has no use for)."""
+
+    def __init__(self, vocab_size: int, d_model: int = 16, max_len: int = 12,
+                 dropout: float = 0.0, **unused):
+        super().__init__(vocab_size, d_model=d_model, max_len=max_len, dropout=dropout)
+
+
+class HomeworkVocab:
+    """A stand-in for build_vocab: HomeworkVocab()(path) is the vocabulary of the homework's
+    22 SMILES tokens (provided/smiles.py), whatever the file holds."""
+
+    def __call__(self, path=None) -> SmilesVocab:
+        return SmilesVocab(HOMEWORK_TOKENS)
+
+
+class GivenSmilesSplit(torch.utils.data.Dataset):
+    """A SmilesDataset stand-in made from given tensors: .inputs and .targets [N, L] whole,
+    items (inputs[i], targets[i]), and .smiles (the strings it stands for, if given)."""
+
+    def __init__(self, inputs, targets, smiles=()):
+        self.inputs, self.targets, self.smiles = inputs, targets, list(smiles)
+
+    def __len__(self) -> int:
+        return self.inputs.shape[0]
+
+    def __getitem__(self, index: int):
+        return self.inputs[index], self.targets[index]
+
+
+class GivenSmilesSplits:
+    """A stand-in for the class SmilesDataset where a script makes its splits:
+    GivenSmilesSplits(table)(path, vocab) is the GivenSmilesSplit of table[file name] =
+    (inputs, targets), e.g. table["train.txt"] (the table is data the test made)."""
+
+    def __init__(self, table: dict):
+        self.table = {name: tuple(tensors) for name, tensors in table.items()}
+
+    def __call__(self, path, vocab=None):
+        return GivenSmilesSplit(*self.table[Path(path).name])
+
+
+class ScriptedSamples:
+    """A stand-in for problem3.sample.generate_batch: ScriptedSamples(strings)(model, vocab,
+    size, ...) is the first `size` strings of `strings` repeated, whatever the model."""
+
+    def __init__(self, strings):
+        self.strings = list(strings)
+
+    def __call__(self, model, vocab, size: int, *rest, **options) -> list[str]:
+        return [self.strings[i % len(self.strings)] for i in range(size)]
+
+
 def inputs_during(module: torch.nn.Module, function, *args, **kwargs) -> tuple[list, object]:
     """(the input of each call of module while function(*args, **kwargs) runs: its first
     positional argument, or the keyword argument x; what function returned)."""
@@ -128,3 +185,62 @@ def inputs_during(module: torch.nn.Module, function, *args, **kwargs) -> tuple[l
     finally:
         hook.remove()
     return seen, result
+
+
+# ------------------------------------------------------ used by the tests, on their side
+def given_smiles_splits(vocab_size: int = len(HOMEWORK_TOKENS) + 3, length: int = 20,
+                        sizes=(("train.txt", 400), ("val.txt", 100))) -> dict:
+    """{file name: (inputs, targets) [N, length]} for GivenSmilesSplits: random token ids
+    of a vocabulary of vocab_size (BOS first in the inputs, the last targets IGNORE_INDEX as
+    padding), not the encoded fixture strings (those are Part A's to build)."""
+    from provided.common import IGNORE_INDEX
+    from provided.smiles import BOS, SPECIALS
+
+    table = {}
+    for seed, (name, n) in enumerate(sizes):
+        generator = torch.Generator().manual_seed(seed)
+        inputs = torch.randint(len(SPECIALS), vocab_size, (n, length), generator=generator)
+        inputs[:, 0] = BOS
+        targets = torch.randint(len(SPECIALS), vocab_size, (n, length), generator=generator)
+        targets[:, -3:] = IGNORE_INDEX  # as padding
+        table[name] = (inputs, targets)
+    return table
+
+
+def stand_in_parts_a_and_b(monkeypatch, scripts=("problem3.run_files",)) -> None:
+    """Make the scripts under test run on stand-ins of Parts A and B: build_vocab is
+    HomeworkVocab and SmilesDataset GivenSmilesSplits of given_smiles_splits() where the
+    modules named make them (train.py's in problem3.run_files, evaluate.py's own), and the
+    model built or loaded (problem3.config's DecoderLM) a StandInLM."""
+    from tests.seam import submission
+
+    stubs = submission("tests.tiny_problem3")
+    splits = stubs.GivenSmilesSplits(given_smiles_splits())
+    for script in scripts:
+        monkeypatch.setattr(submission(script), "build_vocab", stubs.HomeworkVocab())
+        monkeypatch.setattr(submission(script), "SmilesDataset", splits)
+    monkeypatch.setattr(submission("problem3.config"), "DecoderLM", stubs.StandInLM)
+
+
+def write_run(results: Path, log: dict | None = None, checkpoints=(), **options) -> str:
+    """A run's files as train.py writes them, written next to the code under test (whose
+    DecoderLM must be the StandInLM: stand_in_parts_a_and_b): the untrained model of
+    Config(**options), its step checkpoints (steps), its training log (empty, updated by
+    log) and vocab.json (HomeworkVocab's). Returns the run's name."""
+    from tests.seam import submission
+
+    config_module, saved = submission("problem3.config"), submission("provided.results")
+    vocab = submission("tests.tiny_problem3").HomeworkVocab()()
+    config = config_module.Config(vocab_size=len(vocab), **options)
+    model = config.build_model()
+    Path(results).mkdir(parents=True, exist_ok=True)
+    vocab.save(Path(results) / "vocab.json")
+    for step in checkpoints:
+        saved.save_checkpoint(Path(results) / f"model_{config.run}_step{step}.pth", config,
+                              model, **config_module.checkpoint_extras(vocab, step))
+    run = config.run
+    entries = {"run": run, "config": submission("dataclasses").asdict(config), "log": [],
+               "val": [], "final_val_loss": None, **(log or {})}
+    saved.save_run(results, config, entries, model,
+                   **config_module.checkpoint_extras(vocab, options["steps"]))
+    return run

@@ -22,6 +22,11 @@ from pathlib import Path
 from provided.common import REPO_ROOT, ArgumentParser, fail, script
 from provided.results import atomic_write_text
 
+MISTAKES_FILE = REPO_ROOT / "course" / "grading" / "MISTAKES.md"
+# MISTAKES.md's section written by course/tools/part_alone.py (--mistakes --write), which
+# --write here keeps as it is
+BLAST_BEGIN, BLAST_END = "<!-- blast radius: begin -->", "<!-- blast radius: end -->"
+
 
 @dataclass(frozen=True)
 class Mutant:
@@ -504,7 +509,9 @@ def main(argv=None) -> int:
     if args.json:
         atomic_write_text(args.json, json.dumps(found, indent=1))
     if args.write:
-        atomic_write_text(REPO_ROOT / "course" / "grading" / "MISTAKES.md", markdown(found))
+        old = MISTAKES_FILE.read_text() if MISTAKES_FILE.exists() else ""
+        blast = old[old.find(BLAST_BEGIN):] if BLAST_BEGIN in old else ""
+        atomic_write_text(MISTAKES_FILE, markdown(found) + ("\n" + blast if blast else ""))
     return 1 if alive else 0
 
 

@@ -9,8 +9,10 @@ hidden (course/grading/hidden/), each test worth an equal share of the part's po
 solution region (a function or method between # BEGIN SOLUTION / # END SOLUTION) belongs
 to exactly one part: REGIONS maps each file's regions to their part. The grader runs
 every part's tests on the submission's own code in every part (no reference code may enter
-a sandbox), so a part whose tests run another part's code end to end can lose points for a
-mistake there.
+a sandbox), so where a part's tests need another part's code (a script run end to end, a
+model to train) they use public stand-ins (tests/tiny*.py) or values they compute
+themselves instead: each part filled alone earns all its points, and a mistake costs points
+in its own part only (course/tools/part_alone.py measures both).
 
 The written answers are graded by hand with course/grading/RUBRIC.md; WRITTEN gives their points.
 """

@@ -11,8 +11,9 @@
 5. The handout with one part filled (each part in turn, or the ones given): how much of that
    part it earns, printed as a measurement ("part"), not a check. The grader grades every
    part with the student's own code for all the others (no reference code may be in a
-   sandbox), so a part whose tests need another part (the script runs, end to end) loses
-   those tests when the other part is empty; the unit tests use public stand-ins instead.
+   sandbox), so the tests that need another part's code use public stand-ins instead, and
+   each part alone should earn all its points (course/tools/part_alone.py checks that
+   faster, with local pytest runs, and measures each mistake's blast radius).
 Each line printed is one check; the exit status is 1 if any failed.
 """
 

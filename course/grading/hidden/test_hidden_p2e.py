@@ -1,7 +1,8 @@
 """Hidden tests, Problem 2 Part E: pooled (not averaged) accuracies, per-position counts
 with uneven batches and scattered targets, buckets without targets, and the numerical checks
-on other sizes."""
+on other sizes (Parts B and C's functions replaced by stand-ins)."""
 
+import cmath
 import math
 
 import pytest
@@ -9,6 +10,7 @@ import torch
 
 from problem2.dataset import IGNORE_INDEX
 from tests.seam import submission
+from tests.tiny_problem2 import orthogonal
 
 pytestmark = pytest.mark.p2e
 I = IGNORE_INDEX
@@ -58,17 +60,41 @@ def test_position_metrics_with_buckets_without_targets():
     assert evaluate.position_metrics(correct, count)["beyond"] is None
 
 
-def test_numerical_checks_on_other_sizes():
+def test_numerical_checks_on_other_sizes(monkeypatch):
+    # Parts B and C's functions as stand-ins (tests/tiny_problem2.py), so that their mistakes
+    # cost nothing here: a table and rotations that fit, known score changes, and an
+    # apply_rotary that is pairwise_rotary + 0.5
+    stubs = submission("tests.tiny_problem2")
+    power = stubs.PowerTable({d: orthogonal(d, seed=d) for d in (8, 16, 32)})
+    monkeypatch.setattr(evaluate, "sinusoidal_table", power.table)
+    monkeypatch.setattr(evaluate, "shift_rotation", power.rotation)
+    monkeypatch.setattr(evaluate, "apply_rotary", stubs.PlusConstant(evaluate.pairwise_rotary,
+                                                                     0.5))
+    rotary, sinusoidal = [1e-7 * i for i in range(20)], [0.1 + (7 * i % 20) / 10
+                                                         for i in range(20)]
+    monkeypatch.setattr(evaluate, "score_shift_invariance", stubs.ScriptedScoreShifts(
+        {"rotary": rotary, "sinusoidal": sinusoidal}))
     for d in (8, 32):
         assert float(evaluate.shift_rotation_max_error(d)) < 1e-5
-        assert float(evaluate.rotary_vs_pairwise_error(d, length=20)) < 1e-5
+        assert float(evaluate.rotary_vs_pairwise_error(d, length=20)) == pytest.approx(
+            0.5, abs=1e-5)
     errors = evaluate.score_shift_errors(16, samples=20, seed=3)
     assert set(errors) == {"rotary_score_shift_error", "sinusoidal_score_shift_error",
                            "sinusoidal_score_shift_error_median", "score_magnitude_median"}
-    assert float(errors["rotary_score_shift_error"]) < 1e-4
-    assert float(errors["sinusoidal_score_shift_error"]) >= float(
-        errors["sinusoidal_score_shift_error_median"]) > 0.05
+    assert float(errors["rotary_score_shift_error"]) == pytest.approx(max(rotary))
+    assert float(errors["sinusoidal_score_shift_error"]) == pytest.approx(max(sinusoidal))
+    assert float(errors["sinusoidal_score_shift_error_median"]) == pytest.approx(
+        torch.tensor(sinusoidal).median().item())
     assert float(errors["score_magnitude_median"]) > 0
+    # ... and pairwise_rotary itself at d = 8, by the formula
+    x = torch.randn(5, 8, generator=torch.Generator().manual_seed(4))
+    positions = [0, 3, 17, 64, 127]
+    out = evaluate.pairwise_rotary(x, torch.tensor(positions))
+    for row, p in enumerate(positions):
+        for i in range(4):
+            z = complex(x[row, 2 * i], x[row, 2 * i + 1]) * cmath.exp(1j * p * 10000 ** (-i / 4))
+            assert [float(out[row, 2 * i]), float(out[row, 2 * i + 1])] == pytest.approx(
+                [z.real, z.imag], abs=1e-9)
 
 
 def test_pairwise_rotary_rows_by_hand():
