@@ -321,8 +321,9 @@ def parse_args(argv=None):
                         help="seconds for one submission; tests not reached by then score 0 "
                              "(default %(default)s, inside Gradescope's 10 minutes)")
     parser.add_argument("--test-seconds", type=float, default=None,
-                        help=f"one test's time limit (default {TEST_CPU_S} s at one full core, "
-                             "scaled to the container's CPU quota)")
+                        help=f"one test's time limit (default {TEST_CPU_S} s at one full "
+                             "core, divided by the CPU share of one job: 40 s in Gradescope's "
+                             "0.5 vCPU; local pytest allows 120 s, for a busy machine)")
     parser.add_argument("--code-only", action="store_true",
                         help="grade the code without the grader's data: every results entry "
                              "then says 'not graded: --code-only' and earns nothing")
