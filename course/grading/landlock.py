@@ -43,7 +43,10 @@ class _PathBeneath(ctypes.Structure):
 
 
 def abi() -> int:
-    """The kernel's Landlock ABI version, 0 where it has none (or it is disabled)."""
+    """The kernel's Landlock ABI version, 0 where it has none (or it is disabled, or this
+    is not Linux)."""
+    if not sys.platform.startswith("linux"):
+        return 0
     libc = ctypes.CDLL(None, use_errno=True)
     version = libc.syscall(CREATE_RULESET, None, ctypes.c_size_t(0),
                            ctypes.c_uint32(CREATE_RULESET_VERSION))
