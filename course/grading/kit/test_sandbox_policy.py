@@ -105,21 +105,28 @@ def test_every_probed_call_is_refused_by_the_policy_alone():
     assert not allowed, f"not refused with EPERM (0: it worked): {allowed}"
 
 
-def test_every_probed_call_is_refused_inside_a_graded_sandbox(tmp_path):
-    """The probe planted in AdditionDataset.__init__ of the empty handout and graded: each
-    p1a test's sandbox reports what it found in its failure."""
+def reports_from_a_graded_sandbox(tmp_path, code: str, tag: str) -> list:
+    """code planted in AdditionDataset.__init__ of the empty handout, which ends by raising
+    RuntimeError(f"{tag} {json.dumps(found)} END"), graded on part p1a: what each test's
+    sandbox found, read from the failures."""
     make_handout(tmp_path / "handout")
-    code = PROBE + '\nraise RuntimeError("PROBE " + json.dumps(found) + " END")\n'
-    plant(tmp_path / "handout", tmp_path / "probe", "init", code)
+    code += f'\nraise RuntimeError("{tag} " + json.dumps(found) + " END")\n'
+    plant(tmp_path / "handout", tmp_path / "planted", "init", code)
     grader = grade.setup(["p1a"], jobs=1)
     try:
-        results = grade.grade(tmp_path / "probe", grader, ["p1a"], None,
+        results = grade.grade(tmp_path / "planted", grader, ["p1a"], None,
                               grade.Budget(time.monotonic() + 300, 20.0))
     finally:
         grader.close()
     reports = [json.loads(m) for t in results["tests"]
-               for m in re.findall(r"PROBE (\{.*?\}) END", t["output"])]
+               for m in re.findall(tag + r" ([\[{].*?) END", t["output"])]
     assert reports, results["tests"][0]["output"][:500]
+    return reports
+
+
+def test_every_probed_call_is_refused_inside_a_graded_sandbox(tmp_path):
+    """The probe in each p1a test's sandbox: every call refused."""
+    reports = reports_from_a_graded_sandbox(tmp_path, PROBE, "PROBE")
     for found in reports:
         allowed = {name: c for name, c in found.items() if c != errno.EPERM}
         assert not allowed, f"not refused in the sandbox (0: it worked): {allowed}"
@@ -226,20 +233,10 @@ def test_another_checkout_on_the_machine_is_out_of_a_sandboxs_reach(tmp_path):
         secret.chmod(0o644)
         targets = [str(secret), str(REPO_ROOT / "course" / "grading" / "hidden" /
                                     "test_hidden_p1a.py"), str(REPO_ROOT / "problem1" / "model.py")]
-        make_handout(tmp_path / "handout")
         code = (f"import json\nfound = []\nfor path in {targets!r}:\n"
                 "    try:\n        open(path).read()\n        found.append(path)\n"
-                "    except OSError:\n        pass\n"
-                'raise RuntimeError("READ " + json.dumps(found) + " END")\n')
-        plant(tmp_path / "handout", tmp_path / "reader", "init", code)
-        grader = grade.setup(["p1a"], jobs=1)
-        try:
-            results = grade.grade(tmp_path / "reader", grader, ["p1a"], None,
-                                  grade.Budget(time.monotonic() + 300, 20.0))
-        finally:
-            grader.close()
+                "    except OSError:\n        pass\n")
+        reports = reports_from_a_graded_sandbox(tmp_path, code, "READ")
     finally:
         shutil.rmtree(other)
-    reports = [json.loads(m) for t in results["tests"]
-               for m in re.findall(r"READ (\[.*?\]) END", t["output"])]
-    assert reports and all(found == [] for found in reports), reports[:3]
+    assert all(found == [] for found in reports), reports[:3]
