@@ -51,7 +51,7 @@ import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from course.grading import rubric as RUBRIC
@@ -74,7 +74,15 @@ from course.grading.intake import (
 from course.grading.judges import Seat, run_tests
 from course.grading.scoring import CODE_ONLY, grade_results, part_entries
 from course.grading.trusted import Kit, read_kit
-from course.grading.users import kill_spawned, make_tree, sandbox_pool
+from course.grading.users import (
+    JUDGE_USER,
+    Sandbox,
+    kill_spawned,
+    make_tree,
+    sandbox_pool,
+    sandbox_user,
+)
+from course.grading.warden import remove_cgroups
 from course.grading.zygote import Zygote
 from provided.common import DATA_DIR, REPO_ROOT, ArgumentParser, fail, script
 from provided.results import write_json
@@ -98,12 +106,14 @@ class Budget:
 class Grader:
     """What grading needs, ready before any submission is read: the kit, a pool of sandbox
     users per job (course/grading/users.py), the zygote the sandboxes are forked from, one
-    test's time limit; code_only: the results are not graded (the grader has no data)."""
+    test's time limit; code_only: the results are not graded (the grader has no data);
+    judges: per job, the user its judge runs as (none when not sealed)."""
     kit: Kit
     sandboxes: list  # [job][user]: Sandbox
     zygote: Zygote
     test_seconds: float
     code_only: bool = False
+    judges: list = field(default_factory=list)  # [job]: Sandbox
 
     @property
     def sealed(self) -> bool:
@@ -190,10 +200,12 @@ def judge_share(grader: Grader, index: int, nodes: list[str], judge_tree: Path,
         pool = grader.sandboxes[index]
         work = scratch / f"work{index}"
         work.mkdir(mode=0o711)
-        seat = Seat(grader.zygote, pool, template, work, work / "pytest")
+        judge = grader.judges[index] if grader.judges else Sandbox()
+        seat = Seat(grader.zygote, pool, judge, template, work, work / "pytest")
         result = run_tests(judge_tree, nodes, seat, str(REPO_ROOT), budget.test_seconds,
                            budget.deadline, TOO_LATE,
                            lambda node, passed, output: report((node, passed, output)))
+        remove_cgroups(work)
         kill_spawned(work, pool)
         for node in nodes:
             if node not in result.outcomes:
@@ -286,14 +298,16 @@ def setup(parts: list[str], jobs: int | None = None, scratch: Path | None = None
         check_grader_data()
     jobs = jobs or default_jobs()
     sandboxes = [sandbox_pool() for _ in range(jobs)]
+    judges = [sandbox_user(JUDGE_USER) for _ in range(jobs)]
     if not sandboxes[0][0].sealed:
         print("note: not running as root, so submissions run as your own user, unsealed; "
               "grade untrusted submissions as root or on Gradescope", flush=True)
     folder = Path(tempfile.mkdtemp(prefix="grade_zygote_", dir=scratch))
+    folder.chmod(0o711)  # the judges, as their own users, reach the zygote's socket
     zygote = Zygote(folder)
     print(f"sandbox isolation: {zygote.isolation}", flush=True)
     test_seconds = TEST_CPU_S / min(1.0, cpu_quota() / jobs)
-    return Grader(read_kit(parts), sandboxes, zygote, test_seconds, code_only)
+    return Grader(read_kit(parts), sandboxes, zygote, test_seconds, code_only, judges)
 
 
 def check_grader_data(data_dir: Path | None = None) -> None:

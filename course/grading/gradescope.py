@@ -85,9 +85,9 @@ pip install -r requirements.txt
 # without it); the kit's own simulation sets AUTOGRADER_NO_DATA: no download, and
 # run_autograder then grades the code alone (--code-only)
 [ -n "${AUTOGRADER_NO_DATA:-}" ] || python generate_datasets.py
-# the users submissions run as, a test each in turn (course/grading/users.py's POOL); the
-# grading files are root's alone
-for user in hw-sandbox hw-sandbox1 hw-sandbox2 hw-sandbox3; do
+# the users submissions run as, a test each in turn (course/grading/users.py's POOL), and
+# the judge's own; the grading files are root's alone
+for user in hw-sandbox hw-sandbox1 hw-sandbox2 hw-sandbox3 hw-judge; do
   id -u "$user" >/dev/null 2>&1 || useradd --system --no-create-home \\
       --shell /usr/sbin/nologin "$user"
 done

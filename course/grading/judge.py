@@ -2,14 +2,17 @@
 
 Runs only in a judge, a process the zygote (course/grading/zygote.py) forks at the grader's
 request (course/grading/judges.py), so that it shares the zygote's libraries with the
-sandboxes. It runs the graded tests, public and hidden, in a root-only tree the grader
-wrote, which holds the tests and the HANDOUT's code: every solution region there raises
-NotImplementedError, so a test that called the code under test directly, and not through
-tests/seam.py, would fail. Every `submission(...)` call of a test goes to a sandbox of that
-test's own (SandboxTransport, course/grading/sandbox.py), which holds the submission's code
-and answers with data only. So the judge never imports a module of the submission, never
-runs its code and never unpickles what it returns; the outcome it reports is pytest's, in a
-process that the submission cannot reach (another user when sealed, and not dumpable).
+sandboxes. It first forks its warden (course/grading/warden.py), the root process that does
+every privileged step of its sandboxes, then drops root for a user of its own (hw-judge, no
+capability left). It runs the graded tests, public and hidden, in a tree only that user and
+root can read, which the grader wrote and which holds the tests and the HANDOUT's code:
+every solution region there raises NotImplementedError, so a test that called the code under
+test directly, and not through tests/seam.py, would fail. Every `submission(...)` call of a
+test goes to a sandbox of that test's own (SandboxTransport, course/grading/sandbox.py),
+which holds the submission's code and answers with data only. So the judge never imports a
+module of the submission, never runs its code and never unpickles what it returns; the
+outcome it reports is pytest's, in a process that the submission cannot reach (another user
+when sealed, and not dumpable).
 
 The grader reads one JSON line per test start and end from the judge's pipe.
 """
@@ -18,29 +21,19 @@ import ctypes
 import functools
 import json
 import os
-import shutil
-import signal
 import socket
 import sys
-import time
 from pathlib import Path
 
 from course.grading.paths import HIDDEN_DIR
-from course.grading.users import (
-    SPAWNED,
-    Sandbox,
-    give,
-    remove_tree,
-    remove_user_files,
-    scrub,
-    signal_user,
-)
+from course.grading.users import Sandbox
+from course.grading.warden import Warden
 from course.grading.zygote import Zygote
 
 OUTPUT_CHARS = 2500
 MESSAGE_CHARS = 600  # the failing assertion's own message, shown first
 MAX_OUTPUT = 4 * OUTPUT_CHARS  # a test's whole output (its setup, call and teardown)
-PR_SET_DUMPABLE = 4
+PR_SET_DUMPABLE, PR_SET_NO_NEW_PRIVS = 4, 38
 NODES = "nodes.json"  # in a judge's tree: the node ids it runs, in order
 # modules of the repository the grader imported itself: a judge imports its tree's instead
 REPOSITORY_ROOTS = ("problem1", "problem2", "problem3", "provided", "tests", "conftest",
@@ -107,7 +100,7 @@ class SeamTransport:
 
     It also says what of pytest's basetemp a test's sandbox may use (shared): every folder
     there but the other tests' own tmp_path folders, which are named after their tests. The
-    basetemp itself stays root's and unlistable (mode 0711), so no sandbox learns a hidden
+    basetemp itself stays the judge's and unlistable (mode 0711), so no sandbox learns a hidden
     test's name or reads a folder another test's judge wrote for it."""
 
     NAME = "seam-transport"
@@ -135,7 +128,8 @@ class SeamTransport:
 
     def factory(self):
         """The current test's transport: a sandbox as the pool's next user."""
-        return self.make_transport(self.pool[self.tests % len(self.pool)], self.shared)
+        slot = self.tests % len(self.pool)
+        return self.make_transport(slot, self.pool[slot], self.shared)
 
 
 def run_judge(tree: Path, args: list[str], fd: int, transport, pool: list[Sandbox],
@@ -175,63 +169,56 @@ def sandbox_env(tree: Path) -> dict:
 
 
 class SandboxTransport:
-    """A test's seam transport in the grader: a sandbox of its own, forked from the zygote
-    at the first request, over a copy of the submission's tree, and killed at the end."""
+    """A test's seam transport in the judge: a sandbox of its own, forked from the zygote
+    at the first request, over a copy of the submission's tree, and killed at the end.
+    Every privileged step (the tree given to the sandbox user, the stop between calls, the
+    cleanup) is the warden's (course/grading/warden.py): the judge holds no privilege."""
 
-    def __init__(self, zygote: Zygote, template: Path, work: Path, basetemp: Path,
-                 sandbox: Sandbox, shared):
-        self.sandbox, self.shared = sandbox, shared  # shared(): the folders it may use
-        self.tree = work / f"sandbox-{os.getpid()}-{time.monotonic_ns()}"
-        shutil.copytree(template, self.tree, symlinks=True)
-        if sandbox.sealed:
-            give(self.tree, sandbox)
+    def __init__(self, zygote: Zygote, warden: Warden, slot: int, sandbox: Sandbox, shared):
+        self.warden, self.shared = warden, shared  # shared(): the folders it may use
+        made = warden.call("tree", slot=slot)
+        self.tree = made["tree"]
         self.channel, theirs = socket.socketpair()
-        request = {"tree": str(self.tree), "shared": [str(basetemp)],
-                   "env": sandbox_env(self.tree), "uid": sandbox.uid, "gid": sandbox.gid}
+        request = {"tree": self.tree, "shared": [str(warden.basetemp)],
+                   "env": sandbox_env(Path(self.tree)), "uid": sandbox.uid,
+                   "gid": sandbox.gid, "cgroup": made["cgroup"]}
         try:
-            self.pid = zygote.fork("sandbox", request, theirs.fileno())
+            pid = zygote.fork("sandbox", request, theirs.fileno())
         finally:
             theirs.close()
-        with open(work / SPAWNED, "a") as spawned:  # for the grader, should this judge die
-            spawned.write(f"{self.pid}\n")
+        warden.call("started", tree=self.tree, pid=pid)
 
     def exchange(self, message: bytes) -> bytes:
         from tests import seam
 
-        shared = self.shared()
-        if self.sandbox.sealed:  # what the judge wrote in tmp_path, for the code to use
-            for folder in shared:
-                give(folder, self.sandbox)
-        self._signal(signal.SIGCONT)
+        folders = [str(folder) for folder in self.shared()]
+        self.warden.call("lend", tree=self.tree, folders=folders)
+        self.warden.call("go", tree=self.tree)
         try:
             seam.send(self.channel, message)
             reply = seam.receive(self.channel)
         except OSError:
             reply = None
         finally:
-            self._signal(signal.SIGSTOP)
-            for folder in shared:
-                scrub(folder)
+            self.warden.call("stop", tree=self.tree, folders=folders)
         if reply is None:
             raise seam.SeamError("the process running the code under test ended during this "
                                  "call (an os._exit, a crash, or out of memory?)")
         return reply
 
-    def _signal(self, number: int) -> None:
-        """Signal the sandbox's session, and (sealed) every process of its user."""
-        try:
-            os.killpg(self.pid, number)
-        except (ProcessLookupError, PermissionError):
-            pass
-        if self.sandbox.sealed:
-            signal_user(self.sandbox.uid, number)
-
     def close(self) -> None:
         self.channel.close()
-        self._signal(signal.SIGKILL)
-        if self.sandbox.sealed:
-            remove_user_files(self.sandbox.uid)
-        remove_tree(self.tree)
+        self.warden.call("close", tree=self.tree)
+
+
+def drop_root(judge: Sandbox) -> None:
+    """Become the judge's own user (sealed), for good: no way back to root, no new
+    privilege from an executable (PR_SET_NO_NEW_PRIVS)."""
+    if judge.sealed:
+        os.setgroups([])
+        os.setgid(judge.gid)
+        os.setuid(judge.uid)
+    ctypes.CDLL(None).prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
 
 
 def main(request: dict, fd: int, facts: dict) -> None:
@@ -239,8 +226,10 @@ def main(request: dict, fd: int, facts: dict) -> None:
     each test's seam on a sandbox of its own, the outcomes on fd. Never returns."""
     os.setsid()
     spec = request["sandbox"]
-    transport = functools.partial(SandboxTransport, Zygote.at(facts["zygote"]),
-                                  Path(spec["template"]), Path(spec["work"]),
-                                  Path(spec["basetemp"]))
     pool = [Sandbox(uid, gid) for uid, gid in spec["pool"]]
+    judge = Sandbox(*spec["judge"]) if spec.get("judge") else Sandbox()
+    warden = Warden(pool, judge, Path(spec["template"]), Path(spec["work"]),
+                    Path(spec["basetemp"]))
+    drop_root(judge)
+    transport = functools.partial(SandboxTransport, Zygote.at(facts["zygote"]), warden)
     run_judge(Path(request["tree"]), request["args"], fd, transport, pool, request["repo"])

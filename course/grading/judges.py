@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from course.grading.judge import NODES, OUTPUT_CHARS
+from course.grading.users import give
+from course.grading.warden import remove_cgroups
 
 
 def end(pid: int) -> None:
@@ -39,10 +41,11 @@ class RunResult:
 @dataclass(frozen=True)
 class Seat:
     """Where a judge's tests run: its zygote, its pool of sandbox users (taken in turn, a
-    test each), the submission's tree (template), its work folder and the tests' tmp_path
-    root there (basetemp)."""
+    test each), the user the judge itself runs as, the submission's tree (template), its
+    work folder and the tests' tmp_path root there (basetemp)."""
     zygote: object
     pool: list
+    judge: object
     template: Path
     work: Path
     basetemp: Path
@@ -74,6 +77,9 @@ def _one_judge(tree, nodes, seat, repo, result, test_seconds, deadline, too_late
     own = seat.work / f"judge-{time.monotonic_ns()}"  # its hidden files leave it
     shutil.copytree(tree, own)
     (own / NODES).write_text(json.dumps(nodes))
+    if seat.judge.sealed:  # the judge's user reads its tree and writes its work folder
+        give(own, seat.judge)
+        os.chown(seat.work, seat.judge.uid, seat.judge.gid)
     read_fd, write_fd = os.pipe()
     args = ["-q", "-p", "no:cacheprovider", "--basetemp", str(seat.basetemp), "-o",
             f"timeout={max(1, int(test_seconds))}"]
@@ -81,6 +87,8 @@ def _one_judge(tree, nodes, seat, repo, result, test_seconds, deadline, too_late
         pid = seat.zygote.fork("judge", {
             "tree": str(own), "args": args, "repo": repo,
             "sandbox": {"pool": [[user.uid, user.gid] for user in seat.pool],
+                        "judge": [seat.judge.uid, seat.judge.gid] if seat.judge.sealed
+                        else None,
                         "template": str(seat.template), "work": str(seat.work),
                         "basetemp": str(seat.basetemp)}}, write_fd)
     finally:
@@ -132,7 +140,8 @@ def _one_judge(tree, nodes, seat, repo, result, test_seconds, deadline, too_late
                     limit = time.monotonic() + backstop
     finally:
         os.close(read_fd)
-        end(pid)
+        end(pid)  # its warden dies with it: the sandbox it left is killed here
+        remove_cgroups(seat.work)
         shutil.rmtree(own, ignore_errors=True)
     if current is not None:
         record(current, False, "the judge stopped during this test (please tell the course "

@@ -1,12 +1,15 @@
 """The sandbox process: where submission code runs, receiving and returning only data.
 
 Runs only in a sandbox, a process the zygote (course/grading/zygote.py) forks at a judge's
-request (course/grading/judge.py's SandboxTransport). The grader (course/grading/grade.py)
-and its judges never run submission code; each graded test that calls the submission gets
-a sandbox of its own. The zygote is a fresh Python interpreter that the grader starts
-before it reads anything secret (hidden tests, reference solutions, bands, rubric), so no
-sandbox ever holds those in its memory. Before it serves a request, a sandbox
+request (course/grading/judge.py's SandboxTransport, over a tree its warden made). The
+grader (course/grading/grade.py) and its judges never run submission code; each graded test
+that calls the submission gets a sandbox of its own. The zygote is a fresh Python
+interpreter that the grader starts before it reads anything secret (hidden tests, reference
+solutions, bands, rubric), so no sandbox ever holds those in its memory. Before it serves a
+request, a sandbox
 
+  - joins the cgroup its warden made for it (cgroup v2, where the machine lets root make
+    one), so that every process it starts can be frozen and killed at once;
   - starts a session of its own, with limits on file size, core dumps, open files, address
     space and (sealed) processes;
   - when the grader runs as root (sealed): enters new network, IPC, mount and pid
@@ -24,9 +27,10 @@ sandbox ever holds those in its memory. Before it serves a request, a sandbox
     and the public test helpers. No test file enters it.
 
 It then answers the judge's requests (tests/seam.py: import, get an attribute, call, ...)
-until the judge closes the channel. Between requests it is stopped (SIGSTOP), so that it
-cannot touch the files the judge reads; after the test, everything of its user is killed
-and what it left in any world-writable folder removed (course/grading/users.py).
+until the judge closes the channel. Between requests it is stopped (its cgroup frozen;
+without one, SIGSTOP, which holds because the policy refuses ptrace), so that it cannot
+touch the files the judge reads; after the test, everything of its cgroup and its user is
+killed and what it left in any world-writable folder removed (course/grading/warden.py).
 """
 
 import ctypes
@@ -38,6 +42,7 @@ from pathlib import Path
 
 from course.grading import landlock, syscalls
 from course.grading.users import world_writable_folders
+from course.grading.warden import cgroup_root
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEBUG = bool(os.environ.get("GRADE_DEBUG"))  # sandboxes keep the grader's stderr
@@ -132,8 +137,14 @@ def isolation_available() -> tuple[bool, str]:
     else:
         words.append("NO syscall policy: libseccomp (pyseccomp) is missing or seccomp is "
                      "refused here")
+    if cgroup_root() is not None:
+        words.append("a cgroup v2 of its own (frozen between calls, killed whole)")
+    else:
+        words.append("no writable cgroup v2: stopped between calls by SIGSTOP (ptrace refused)")
     if os.geteuid() != 0:
         words.append("not running as root: sandboxes run as the grader's own user, unsealed")
+    else:
+        words.append("judges run as their own users (hw-judge), a root warden beside each")
     return namespaces, "; ".join(words)
 
 
@@ -152,6 +163,21 @@ def _become_init() -> None:
     _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
 
 
+def join_cgroup(cgroup: str | None) -> None:
+    """Move this process (a sandbox, still root) into its cgroup, before it starts
+    anything: every process it starts is then in it too. Only a folder the warden made (a
+    child of a cgroup2 mount named hw-sandbox-...) is joined."""
+    if not cgroup:
+        return
+    folder = Path(cgroup)
+    if not folder.name.startswith("hw-sandbox-") or ".." in folder.parts:
+        return
+    try:
+        (folder / "cgroup.procs").write_text("0")
+    except OSError:
+        pass
+
+
 def prepare() -> dict:
     """Run once in the zygote, before any fork: what every sandbox inherits (the
     world-writable folders, found once) and what the kernel allows here, for main's
@@ -165,6 +191,7 @@ def main(request: dict, fd: int, facts: dict) -> None:
     """The forked sandbox: seal itself, then answer the judge's requests on the socket fd
     (the seam's server, tests/seam.py of its own tree). Never returns."""
     try:
+        join_cgroup(request.get("cgroup"))
         os.setsid()
         os.dup2(fd, 3)
         null = os.open(os.devnull, os.O_RDWR)

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 SANDBOX_USER = "hw-sandbox"
+JUDGE_USER = "hw-judge"  # what a judge runs as once its warden is forked (judge.py)
 SCRATCH_FOLDERS = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock", "/var/lock")
 NOT_SCANNED = ("/proc", "/sys", "/dev")  # no folder a sandbox could leave a file in ...
 DEVICE_SCRATCH = ("/dev/shm", "/dev/mqueue")  # ... but these
@@ -41,16 +42,17 @@ class Sandbox:
         return self.uid is not None
 
 
-def sandbox_user() -> Sandbox:
+def sandbox_user(base: str = SANDBOX_USER) -> Sandbox:
     """A sandbox user of this grader's own when running as root, else an unsealed Sandbox
     (sandboxes then run as the grader's own user). Graders running side by side each lock
     a user of their own (hw-sandbox, hw-sandbox1, ...; made with useradd if missing),
-    since a grader kills every process of its user after each test."""
+    since a grader kills every process of its user after each test. base names another
+    kind of user (JUDGE_USER: a judge's)."""
     if os.geteuid() != 0:
         return Sandbox()
     locks = Path("/run/lock") if Path("/run/lock").is_dir() else Path("/var/lock")
     for slot in range(MAX_USERS):
-        name = SANDBOX_USER + (str(slot) if slot else "")
+        name = base + (str(slot) if slot else "")
         lock = os.open(locks / f"{name}.lock", os.O_WRONLY | os.O_CREAT, 0o600)
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)

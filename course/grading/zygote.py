@@ -12,15 +12,20 @@ module names its entries and imports neither side's code itself.
 for sandboxes, Zygote.at).
 """
 
+import collections
 import ctypes
 import importlib
 import json
 import os
+import pwd
 import signal
 import socket
+import struct
 import subprocess
 import sys
 from pathlib import Path
+
+from course.grading.users import JUDGE_USER, SANDBOX_USER
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 # what a child of the zygote may be: its module, which has main(request, fd, facts) and
@@ -63,6 +68,7 @@ def zygote_main(path: str) -> None:
     ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(path)
+    os.chmod(path, 0o666)  # judges connect as their own users (allowed() says to what)
     listener.listen(64)
     print(json.dumps({"ready": True, "isolation": facts.get("isolation", "")}), flush=True)
     while True:
@@ -71,6 +77,8 @@ def zygote_main(path: str) -> None:
             try:
                 data, fds, _, _ = socket.recv_fds(connection, 65536, 1)
                 request = json.loads(data)
+                if not allowed(connection, request):
+                    continue
                 entry = entries[request.pop("entry")]
             except (OSError, ValueError, KeyError, TypeError, AttributeError):
                 continue
@@ -90,6 +98,34 @@ def zygote_main(path: str) -> None:
                 connection.sendall(json.dumps({"pid": pid}).encode())
             except OSError:
                 pass
+
+
+def allowed(connection: socket.socket, request: dict) -> bool:
+    """Whether the peer may ask for this child: root (the grader, a judge before it drops
+    root) anything; a judge's own user (hw-judge...) only a sandbox that runs as a sandbox
+    user (hw-sandbox...), never one that stays root; nobody else anything."""
+    _, uid, _ = struct.unpack("3i", connection.getsockopt(
+        socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))
+    if uid == 0:
+        return True
+    asked = request.get("uid")
+    if not (_user(uid).name.startswith(JUDGE_USER) and request.get("entry") == "sandbox"
+            and isinstance(asked, int) and asked != 0):
+        return False
+    user = _user(asked)
+    return user.name.startswith(SANDBOX_USER) and request.get("gid") == user.gid
+
+
+def _user(uid: int):
+    """(name, primary gid) of uid; ("", None) if it has no account."""
+    try:
+        entry = pwd.getpwuid(uid)
+        return Account(entry.pw_name, entry.pw_gid)
+    except KeyError:
+        return Account("", None)
+
+
+Account = collections.namedtuple("Account", "name gid")
 
 
 class Zygote:

@@ -16,11 +16,12 @@ pytestmark = pytest.mark.kit
 
 GRADING = REPO_ROOT / "course" / "grading"
 BY_PROCESS = ("grade", "trusted", "intake", "scoring", "gradescope", "judges", "users",
-              "zygote", "judge", "sandbox")
+              "zygote", "judge", "warden", "sandbox")
 # what a process forked from the zygote may hold of the repository: no rubric, no hidden
 # test, no band, no reference code (problemN), no recomputation
 ZYGOTE_MAY_IMPORT = {"course", "course.grading", "course.grading.judge",
                      "course.grading.sandbox", "course.grading.users",
+                     "course.grading.warden",
                      "course.grading.zygote", "course.grading.paths",
                      "course.grading.syscalls", "course.grading.landlock"}
 

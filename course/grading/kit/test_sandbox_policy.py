@@ -9,7 +9,9 @@ import errno
 import json
 import os
 import re
+import tempfile
 import time
+from pathlib import Path
 
 import pytest
 
@@ -240,3 +242,52 @@ def test_another_checkout_on_the_machine_is_out_of_a_sandboxs_reach(tmp_path):
     finally:
         shutil.rmtree(other)
     assert all(found == [] for found in reports), reports[:3]
+
+
+WHO = '''
+import json, os, socket
+
+
+def test_who(tmp_path):
+    caps = [line.split()[1] for line in open("/proc/self/status") if line.startswith("CapEff")]
+    zygote = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    zygote.connect(ZYGOTE)
+    socket.send_fds(zygote, [json.dumps({"entry": "sandbox", "uid": None, "gid": None,
+                                         "tree": str(tmp_path)}).encode()],
+                    [zygote.fileno()])
+    root_sandbox = zygote.recv(4096).decode()
+    assert False, "WHO " + json.dumps({"uid": os.geteuid(), "caps": caps,
+                                       "root_sandbox": root_sandbox}) + " END"
+'''
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to have a judge user")
+def test_a_judge_holds_no_privilege_and_gets_no_root_sandbox():
+    """A judge runs its tests as its own user, with no capability left, once its warden is
+    forked; asked by that user, the zygote forks no sandbox that would stay root."""
+    from course.grading.judges import Seat, run_tests
+    from course.grading.users import JUDGE_USER, remove_tree, sandbox_pool, sandbox_user
+    from course.grading.zygote import Zygote
+
+    tmp_path = Path(tempfile.mkdtemp(prefix="judge_user_"))  # as the grader's: others pass
+    tmp_path.chmod(0o711)
+    folder = tmp_path / "zygote"
+    folder.mkdir(mode=0o711)
+    zygote = Zygote(folder)
+    try:
+        tree, work = tmp_path / "tree", tmp_path / "work"
+        tree.mkdir()
+        work.mkdir(mode=0o711)
+        (tree / "test_who.py").write_text(f"ZYGOTE = {zygote.path!r}\n" + WHO)
+        seat = Seat(zygote, sandbox_pool(1), sandbox_user(JUDGE_USER), tree, work,
+                    work / "pytest")
+        result = run_tests(tree, ["test_who.py::test_who"], seat, str(tree), 20.0,
+                           time.monotonic() + 120, "too late")
+    finally:
+        zygote.close()
+        remove_tree(tmp_path)
+    assert "test_who.py::test_who" in result.outcomes, result.unreached
+    passed, output = result.outcomes["test_who.py::test_who"]
+    found = json.loads(re.search(r"WHO (\{.*?\}) END", output).group(1))
+    assert found["uid"] != 0 and found["caps"] == ["0000000000000000"], found
+    assert found["root_sandbox"] == "", f"the zygote forked a root sandbox: {found}"
