@@ -180,10 +180,12 @@ def join_cgroup(cgroup: str | None) -> None:
 
 def prepare() -> dict:
     """Run once in the zygote, before any fork: what every sandbox inherits (the
-    world-writable folders, found once) and what the kernel allows here, for main's
+    world-writable folders, found once, and the syscall policy, built once) and what the
+    kernel allows here, for main's
     requests and the grader's first lines."""
     namespaces, isolation = isolation_available()
     world_writable_folders()
+    syscalls.policy()
     return {"namespaces": namespaces, "isolation": isolation}
 
 

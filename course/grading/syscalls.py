@@ -21,6 +21,7 @@ foreign ABIs (x32 included), which a hand-written filter has to get right by its
 """
 
 import errno
+import functools
 
 ALLOWED = (
     # files and folders
@@ -83,23 +84,37 @@ REFUSED_EXAMPLES = ("socket", "socketpair", "connect", "bind", "ptrace", "proces
                     "pidfd_getfd")
 
 
-def install() -> bool:
-    """Install the policy in this process and everything it starts; whether it took (False
-    where libseccomp is missing, e.g. on macOS, or the kernel refuses filters)."""
+@functools.cache
+def policy():
+    """The policy, built once (the zygote builds it before it forks, so that a sandbox only
+    loads it: importing libseccomp costs a sandbox some 20 ms); None where libseccomp is
+    missing, e.g. on macOS."""
     try:
         import pyseccomp as seccomp
     except (ImportError, OSError):  # pyseccomp loads libseccomp when imported
-        return False
+        return None
     try:
-        policy = seccomp.SyscallFilter(defaction=seccomp.ERRNO(errno.EPERM))
+        built = seccomp.SyscallFilter(defaction=seccomp.ERRNO(errno.EPERM))
         for name in ALLOWED:
             if seccomp.resolve_syscall(seccomp.system_arch(), name) >= 0:  # -1: not here
-                policy.add_rule(seccomp.ALLOW, name)
-        policy.add_rule(seccomp.ALLOW, "clone",
-                        seccomp.Arg(0, seccomp.MASKED_EQ, CLONE_NAMESPACES, 0))
-        policy.add_rule(seccomp.ERRNO(errno.ENOSYS), "clone3")
-        policy.add_rule(seccomp.ALLOW, "prctl", seccomp.Arg(0, seccomp.NE, PR_SET_DUMPABLE))
-        policy.load()  # sets no_new_privs first
+                built.add_rule(seccomp.ALLOW, name)
+        built.add_rule(seccomp.ALLOW, "clone",
+                       seccomp.Arg(0, seccomp.MASKED_EQ, CLONE_NAMESPACES, 0))
+        built.add_rule(seccomp.ERRNO(errno.ENOSYS), "clone3")
+        built.add_rule(seccomp.ALLOW, "prctl", seccomp.Arg(0, seccomp.NE, PR_SET_DUMPABLE))
+    except (OSError, RuntimeError, ValueError):
+        return None
+    return built
+
+
+def install() -> bool:
+    """Install the policy in this process and everything it starts; whether it took (False
+    where libseccomp is missing or the kernel refuses filters)."""
+    built = policy()
+    if built is None:
+        return False
+    try:
+        built.load()  # sets no_new_privs first
     except (OSError, RuntimeError, ValueError):
         return False
     return True

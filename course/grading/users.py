@@ -239,7 +239,10 @@ def remove_user_files(uid: int) -> None:
 def remove_user_ipc(uid: int) -> None:
     """Remove the System V shared memory, semaphores and message queues uid owns, as uid
     itself in a forked child: root without CAP_SYS_ADMIN (Gradescope's container) may not
-    remove another user's objects, their owner may."""
+    remove another user's objects, their owner may (a child forked only when there are
+    some)."""
+    if not _own_ipc(uid):
+        return
     pid = os.fork()
     if pid == 0:
         try:
@@ -251,11 +254,13 @@ def remove_user_ipc(uid: int) -> None:
     os.waitpid(pid, 0)
 
 
-def _remove_own_ipc(uid: int) -> None:
-    libc = ctypes.CDLL(None, use_errno=True)
-    ipc_rmid = 0
-    for kind, column, remove in (("shm", "shmid", libc.shmctl), ("sem", "semid", libc.semctl),
-                                 ("msg", "msqid", libc.msgctl)):
+IPC_KINDS = (("shm", "shmid"), ("sem", "semid"), ("msg", "msqid"))  # /proc/sysvipc's
+
+
+def _own_ipc(uid: int) -> list[tuple[str, int]]:
+    """(kind, id) of every System V object uid owns, from /proc/sysvipc."""
+    found = []
+    for kind, column in IPC_KINDS:
         try:
             lines = Path(f"/proc/sysvipc/{kind}").read_text().splitlines()
         except OSError:
@@ -266,8 +271,15 @@ def _remove_own_ipc(uid: int) -> None:
         for line in lines[1:]:
             fields = line.split()
             if int(fields[header.index("uid")]) == uid:
-                ident = int(fields[header.index(column)])
-                if kind == "sem":
-                    remove(ident, 0, ipc_rmid)
-                else:
-                    remove(ident, ipc_rmid, None)
+                found.append((kind, int(fields[header.index(column)])))
+    return found
+
+
+def _remove_own_ipc(uid: int) -> None:
+    libc = ctypes.CDLL(None, use_errno=True)
+    ipc_rmid = 0
+    for kind, ident in _own_ipc(uid):
+        if kind == "sem":
+            libc.semctl(ident, 0, ipc_rmid)
+        else:
+            {"shm": libc.shmctl, "msg": libc.msgctl}[kind](ident, ipc_rmid, None)

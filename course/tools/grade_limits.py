@@ -1,6 +1,8 @@
-"""The grader under Gradescope's limits against submissions that attack the resources.
+"""The grader under Gradescope's limits against submissions that attack the resources, and
+the reference's own footprint there.
 
-    sudo python -m course.tools.grade_limits          # cgroup v1, as root; about 3 minutes
+    sudo python -m course.tools.grade_limits              # cgroup v1, as root; about 4 minutes
+    sudo python -m course.tools.grade_limits --footprint  # the reference, every part (3 min)
 
 Instructors only. Each attack is the empty handout with code in AdditionDataset.__init__
 (course.grading.attacks.plant): it allocates without end, fills /dev/shm, fills the disk,
@@ -11,6 +13,13 @@ limit) by `python -m course.grading.grade` inside a cgroup of the default contai
 its score, the reason its tests give, the cgroup's peak memory and OOM kills, and whether
 anything of the attack was left in /dev/shm or on the disk. The attack must score 0 and the
 grader survive.
+
+--footprint grades this repository itself (the reference: its code, its results and
+whatever weights lie in problem1/results and problem2/results; a real submission carries
+the ten) with every part and the default limits, in the same cgroup, and prints its score,
+the CPU-seconds of the whole process tree (cpuacct), the cgroup's peak with page cache,
+the peak of its anonymous memory (memory.stat's rss, sampled every 0.1 s), OOM kills and the
+wall time; it fails unless every point is earned within FOOTPRINT_CPU_S and PEAK_ANON_MIB.
 """
 
 import json
@@ -19,6 +28,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -70,11 +80,12 @@ PEAK_BUDGET_MIB = {"max_reply": 700, "thread_storm": 700}
 CGROUP = Path("/sys/fs/cgroup")
 MEMORY_BYTES = 768 * 2**20
 CPU_QUOTA_US, CPU_PERIOD_US = 50_000, 100_000
+FOOTPRINT_CPU_S, PEAK_ANON_MIB = 90, 700  # the reference's budget in that cgroup
 
 
 def make_cgroup(name: str) -> dict:
     """{controller: folder} of a new cgroup v1 of the default container's size."""
-    folders = {c: CGROUP / c / name for c in ("cpu", "memory")}
+    folders = {c: CGROUP / c / name for c in ("cpu", "memory", "cpuacct")}
     for folder in folders.values():
         folder.mkdir()
     (folders["cpu"] / "cpu.cfs_quota_us").write_text(str(CPU_QUOTA_US))
@@ -83,13 +94,61 @@ def make_cgroup(name: str) -> dict:
     return folders
 
 
-def grade_in(folders: dict, submission: Path, out: Path) -> int:
-    """The grader's exit status, run inside the cgroup."""
+def grade_in(folders: dict, submission: Path, out: Path, flags: str = "--parts p1a "
+             "--test-seconds 5 --jobs 1", on_wait=None) -> int:
+    """The grader's exit status, run inside the cgroup; on_wait() is called every 0.1 s
+    while it runs."""
     tasks = " ".join(str(f / "tasks") for f in folders.values())
     command = (f"for t in {tasks}; do echo $$ > $t; done; exec {sys.executable} -m "
-               f"course.grading.grade {submission} --parts p1a --test-seconds 5 --jobs 1 "
-               f"--out {out}")
-    return subprocess.run(["bash", "-c", command], cwd=REPO_ROOT, capture_output=True).returncode
+               f"course.grading.grade {submission} {flags} --out {out}")
+    process = subprocess.Popen(["bash", "-c", command], cwd=REPO_ROOT,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    while process.poll() is None:
+        if on_wait is not None:
+            on_wait()
+        time.sleep(0.1)
+    return process.returncode
+
+
+def remove_cgroup(folders: dict) -> None:
+    for folder in folders.values():
+        folder.rmdir()
+
+
+def footprint() -> int:
+    """Grade the reference (every part, default limits) in the cgroup: 0 if it earns every
+    point within the budgets."""
+    folders = make_cgroup(f"hw_footprint_{os.getpid()}")
+    anon = [0]
+
+    def sample() -> None:
+        stat = (folders["memory"] / "memory.stat").read_text().split()
+        anon[0] = max(anon[0], int(stat[stat.index("rss") + 1]))
+    with tempfile.TemporaryDirectory(prefix="grade_footprint_") as scratch:
+        out = Path(scratch) / "results.json"
+        start = time.monotonic()
+        try:
+            status = grade_in(folders, REPO_ROOT, out, "", sample)
+            wall = time.monotonic() - start
+            cpu = int((folders["cpuacct"] / "cpuacct.usage").read_text()) / 1e9
+            memory = folders["memory"]
+            peak = int((memory / "memory.max_usage_in_bytes").read_text()) >> 20
+            kills = (memory / "memory.oom_control").read_text().split("oom_kill ")[-1].strip()
+        finally:
+            remove_cgroup(folders)
+        results = json.loads(out.read_text()) if out.exists() else {"tests": []}
+    score = sum(t["score"] for t in results["tests"])
+    top = sum(t.get("max_score", 0) for t in results["tests"])
+    unverified = [t["name"] for t in results["tests"] if "unverified" in t.get("output", "")
+                  and t.get("max_score")]
+    ok = (status == 0 and score == top > 0 and cpu <= FOOTPRINT_CPU_S
+          and anon[0] >> 20 <= PEAK_ANON_MIB and kills == "0")
+    print(f"{'ok  ' if ok else 'FAIL'} the reference: exit {status}, {score:g}/{top:g}, "
+          f"{cpu:.1f} CPU-s (budget {FOOTPRINT_CPU_S}), anonymous peak {anon[0] >> 20} MiB "
+          f"(budget {PEAK_ANON_MIB}), peak with page cache {peak} MiB, {kills} OOM kills, "
+          f"{wall:.0f} s; weights: {len(list(REPO_ROOT.glob('problem[12]/results/model_*.pth')))}"
+          f"{'; unverified: ' + ', '.join(unverified) if unverified else ''}", flush=True)
+    return 0 if ok else 1
 
 
 def leftovers() -> list[str]:
@@ -98,9 +157,14 @@ def leftovers() -> list[str]:
 
 @script
 def main(argv=None) -> int:
-    ArgumentParser(__doc__).parse_args(argv)
+    parser = ArgumentParser(__doc__)
+    parser.add_argument("--footprint", action="store_true",
+                        help="grade the reference itself in the cgroup (see above)")
+    args = parser.parse_args(argv)
     if os.geteuid() != 0 or not (CGROUP / "memory").is_dir():
         fail("run as root on a machine with cgroup v1 (/sys/fs/cgroup/memory)")
+    if args.footprint:
+        return footprint()
     failures = 0
     with tempfile.TemporaryDirectory(prefix="grade_limits_") as scratch:
         scratch = Path(scratch)
@@ -115,8 +179,7 @@ def main(argv=None) -> int:
                 peak = int((memory / "memory.max_usage_in_bytes").read_text()) >> 20
                 kills = (memory / "memory.oom_control").read_text().split("oom_kill ")[-1]
             finally:
-                for folder in folders.values():
-                    folder.rmdir()
+                remove_cgroup(folders)
             results = json.loads(out.read_text()) if out.exists() else None
             tests = [t for t in (results or {"tests": []})["tests"] if t["tags"] == ["p1a"]]
             score = sum(t["score"] for t in tests)
