@@ -74,6 +74,10 @@ def mean_attention_maps(model, dataset, device=None) -> dict:
     """Mean attention weights over the split, the decoder fed its own greedy predictions,
     with the model in eval mode (dropout off) whatever mode it was handed in.
 
+    The model may be left in eval mode afterwards (the reference leaves it so); restoring
+    the mode it was handed in is equally correct. A caller that trains next sets the mode
+    itself, as train_step does with model.train().
+
     Returns {'encoder': [layers, h, 7, 7] self-attention, 'decoder_self': [layers, h, 4, 4],
     'decoder_cross': [layers, h, 4, 7]}, float tensors on the CPU: row j of a decoder map is
     output step j, column i of a cross map source position i.

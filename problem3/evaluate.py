@@ -72,9 +72,13 @@ def is_well_formed(smiles: str) -> bool:
     1. the tokens rejoin to the string (tokenize raises otherwise, and an unclosed bracket
        atom such as '[nH' cannot be tokenized, so rule 4 is checked by the same step);
     2. parentheses balance and the depth never goes negative;
-    3. each ring digit's next occurrence closes it, and no ring is open at the end;
+    3. each ring digit's next occurrence closes it, and no ring is open at the end (a ring
+       label is a single digit or a two-digit label %10 .. %99, one token each; %10 is a
+       label of its own, neither 1 nor 0);
     4. bracket atoms close.
-    Never raises: an empty or untokenizable string is not well-formed.
+    Never raises: an empty or untokenizable string is not well-formed. The only exception
+    to expect is tokenize's ValueError: catch that one, not every exception (a blanket
+    except would hide a bug in the rules as "not well-formed").
     """
     # BEGIN SOLUTION
     if not smiles:
@@ -111,7 +115,13 @@ def ring_spans(tokens: list[str]) -> list[int]:
 
 def max_open_ring_span(smiles: str) -> int:
     """The longest distance in tokens between a ring digit and its closing partner; 0 when
-    no ring closes. C1CC1 -> 3."""
+    no ring closes. C1CC1 -> 3.
+
+    Ring digits as in is_well_formed: single digits and two-digit labels %10 .. %99, each
+    one token, a ring closed by the next occurrence of the same label (a ring left open
+    counts for nothing). A string that tokenize rejects raises tokenize's ValueError (the
+    samples it is asked about are decoded from vocabulary tokens, so they always tokenize).
+    """
     # BEGIN SOLUTION
     return max(ring_spans(tokenize(smiles)), default=0)
     # END SOLUTION
@@ -161,6 +171,9 @@ def sample_metrics(samples: list[str], train_canonical: set[str]) -> dict:
     not None). uniqueness = distinct canonical SMILES among the valid / valid; novelty =
     distinct valid canonical SMILES absent from train_canonical / distinct valid (MOSES'
     definitions). uniqueness and novelty are None when there is nothing to divide by.
+    samples is never empty here (evaluate.py draws 1,000): with no samples at all the
+    fractions are undefined, and returning None for them or raising are both acceptable
+    (no test passes an empty list).
     Call is_well_formed and canonical by these names, as this module defines them: the tests
     answer is_well_formed from a table, so that a Part D mistake costs no Part E points.
     """

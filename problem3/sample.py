@@ -60,6 +60,12 @@ def generate_batch(model, vocab: SmilesVocab, size: int, temperature: float, max
     produced EOS or holds max_len - 2 tokens after BOS.
     The rows are decoded with vocab.decode, which stops at EOS. model(input_ids) -> logits
     [B, T, V] is all that is needed; DecoderLM's optional kv_cache may make it faster.
+
+    A finished row (one that has produced EOS) gets no more tokens: whatever is drawn or
+    written for it after its EOS is never decoded. Drawing for every row at every step and
+    putting PAD in the finished rows (so that the generator advances the same way whatever
+    has finished), or drawing for the unfinished rows only, are both correct: the strings
+    then differ for one seed, and no test compares them with another implementation's.
     """
     # BEGIN SOLUTION
     ids = torch.full((size, 1), BOS, dtype=torch.long, device=device)

@@ -251,3 +251,57 @@ def test_score_shift_errors_reports_the_maximum_and_the_median(monkeypatch):
         "sinusoidal_score_shift_error_median must be the median of the sinusoidal changes "
         f"(2.0 here), not {median}: is it their mean or maximum, or the rotary changes' "
         "median?")
+
+
+def test_score_shift_errors_draws_over_the_promised_ranges(monkeypatch):
+    """The draws cover exactly the docstring's ranges: a query position in [0, 64), a key
+    position in [0, q_pos], a shift in [1, 64], both ends of each reached and nothing outside
+    (3,000 draws: a correct draw misses a value of [1, 64] with probability below 1e-18).
+    The shifts and positions are read off the calls to score_shift_invariance, replaced by
+    a recorder, so any correct way of drawing them (torch, random, numpy) passes."""
+    recorder = stubs.RecordsScoreShifts()
+    monkeypatch.setattr(evaluate, "score_shift_invariance", recorder)
+    samples = 3000
+    evaluate.score_shift_errors(2, samples=samples, seed=5)
+    calls = recorder.calls
+    by_scheme = {scheme: sorted(c[1:] for c in calls if c[0] == scheme)
+                 for scheme in ("rotary", "sinusoidal")}
+    assert (len(by_scheme["rotary"]), len(by_scheme["sinusoidal"]), len(calls)) == (
+        samples, samples, 2 * samples), (
+        f"score_shift_errors(samples={samples}) must call score_shift_invariance once per draw "
+        "and scheme ('rotary' and 'sinusoidal'), by that name: it made "
+        f"{len(by_scheme['rotary'])} rotary and {len(by_scheme['sinusoidal'])} sinusoidal "
+        f"calls of {len(calls)}")
+    assert by_scheme["rotary"] == by_scheme["sinusoidal"], (
+        "score_shift_errors must evaluate both schemes on the same draws (the same shift, "
+        "q_pos and k_pos for rotary and sinusoidal)")
+    shifts = {shift for shift, _, _ in by_scheme["rotary"]}
+    q_positions = {q_pos for _, q_pos, _ in by_scheme["rotary"]}
+
+    def summary(values: set) -> str:
+        return f"{min(values)}..{max(values)}, {len(values)} distinct values"
+
+    assert shifts == set(range(1, 65)), (
+        "score_shift_errors must draw each shift from [1, 64], both ends included, as its "
+        f"docstring says; over {samples} draws its shifts were {summary(shifts)}: "
+        + ("64 is never drawn: is the upper bound of the draw exclusive (torch.randint(1, 64) "
+           "draws 1..63; use 65, i.e. TRAIN_LENGTH + 1)?" if max(shifts) == 63 else
+           "is the range of the shift's draw off by one, or the shift not passed to "
+           "score_shift_invariance?"))
+    assert q_positions == set(range(64)), (
+        "score_shift_errors must draw each query position from [0, 64) (0..63), both ends "
+        f"reached; over {samples} draws its query positions were {summary(q_positions)}: is "
+        "the range of the query position's draw off by one, or q_pos not passed to "
+        "score_shift_invariance by keyword or position?")
+    outside = [(q_pos, k_pos) for _, q_pos, k_pos in by_scheme["rotary"]
+               if not 0 <= k_pos <= q_pos]
+    assert not outside, (
+        "score_shift_errors must draw each key position at or before its query position, in "
+        f"[0, q_pos]: (q_pos, k_pos) {outside[:5]} are outside")
+    offsets = {q_pos - k_pos for _, q_pos, k_pos in by_scheme["rotary"]}
+    keys = {k_pos for _, _, k_pos in by_scheme["rotary"]}
+    assert 0 in offsets and 0 in keys and max(offsets) >= 32, (
+        "score_shift_errors must draw each key position from the whole of [0, q_pos], the "
+        f"query's own position included: over {samples} draws k_pos was "
+        + ("never equal to q_pos: is the key's draw exclusive at q_pos (use q_pos + 1)?"
+           if 0 not in offsets else "never 0, or never far behind its query"))

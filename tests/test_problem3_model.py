@@ -237,3 +237,40 @@ def test_dropout_on_the_embeddings_and_the_residual_branches(norm):
         "tok_emb + pos_emb and to each sublayer's output before its residual sum, nowhere "
         "else (with dropout 1 they vanish): is the embeddings' dropout missing, or a "
         f"residual branch without its dropout?\n{m}"))
+
+
+def test_no_dropout_on_the_attention_weights():
+    # The module docstring: dropout acts on the embedding sum and on each sublayer's output,
+    # never on the attention weights. With the feed-forward sublayer zeroed, a pre-LN Block
+    # in training mode is x + Drop(Attn(LN1(x))): each entry of out - x is either 0 (dropped)
+    # or the eval-mode Attn(LN1(x)) entry divided by 1 - p (kept). Dropout inside the
+    # attention (on its weights, e.g. F.scaled_dot_product_attention's dropout_p) changes the
+    # kept entries too.
+    p = 0.5
+    seed(9)
+    block = Block(12, 3, 24, p, "pre")
+    generator = torch.Generator().manual_seed(9)
+    state = {name: value + 0.2 * torch.randn(value.shape, generator=generator)
+             for name, value in block.state_dict().items()}
+    state["ffn.2.weight"] = torch.zeros_like(state["ffn.2.weight"])
+    state["ffn.2.bias"] = torch.zeros_like(state["ffn.2.bias"])
+    block.load_state_dict(state)
+    x = torch.randn(4, 6, 12, generator=generator)
+    mask = torch.ones(6, 6, dtype=torch.bool).tril()
+    attended = block.eval()(x, mask) - x  # Attn(LN1(x)), no dropout anywhere
+    seed(10)
+    branch = block.train()(x, mask) - x  # Drop(Attn(LN1(x))) if only the branch is dropped
+    dropped = torch.isclose(branch, torch.zeros_like(branch), atol=1e-5, rtol=0)
+    kept = torch.isclose(branch, attended / (1 - p), atol=1e-5, rtol=1e-4)
+    wrong = ~(dropped | kept)
+    assert not wrong.any(), (
+        f"a Block in training mode (dropout {p}) must drop whole entries of the attention "
+        "sublayer's output and nothing inside the attention: with the FFN zeroed, each entry "
+        "of block(x) - x must be 0 or the eval-mode attention output / (1 - p), but "
+        f"{int(wrong.sum())} of {wrong.numel()} entries are neither. Is dropout applied to the "
+        "attention weights (dropout_p passed to F.scaled_dot_product_attention, or a dropout "
+        "on the softmax), which the model's docstring rules out?")
+    assert (dropped & ~kept).any() and (kept & ~dropped).any(), (
+        f"a Block in training mode with dropout {p} must drop some entries of the attention "
+        "sublayer's output and keep (rescale) the others, a nonzero attention output: is the "
+        "Block's dropout missing, its mode ignored, or the attention sublayer's output zero?")

@@ -75,6 +75,20 @@ class ScriptedScoreShifts:
         return next(self.values[scheme])
 
 
+class RecordsScoreShifts:
+    """A stand-in for problem2.positional.score_shift_invariance that records what it is
+    asked: each call appends (scheme, shift, q_pos, k_pos) to .calls, as Python ints (the
+    positions as passed, by keyword or position, else the documented defaults 10 and 3),
+    and returns 0.0."""
+
+    def __init__(self):
+        self.calls = []
+
+    def __call__(self, q, k, shift, scheme, q_pos=10, k_pos=3):
+        self.calls.append((str(scheme), int(shift), int(q_pos), int(k_pos)))
+        return 0.0
+
+
 class GivenOffsetSplit(torch.utils.data.Dataset):
     """An OffsetDataset stand-in made from given tensors: .tokens and .targets [N, T] whole,
     items (tokens[i], targets[i])."""

@@ -17,9 +17,16 @@ from course.grading.handout import graded_source, read_source, region_functions
 from course.grading.trusted import Kit, is_test_file
 from course.grading.users import remove_tree
 
-SUBMISSION_LIMIT_BYTES = 200 * 2**20
-SUBMISSION_FILE_BYTES = 20 * 2**20
-SUBMISSION_FILES = 5000  # files taken from a submission, at most
+# what is taken from a submission, at most (defined once, in provided/submission.py, whose
+# `make submission` checks a student's files against them): the files unpacked, in bytes
+# and in number, and one file's bytes; and the result files the grader reads
+from provided.submission import (
+    SUBMISSION_FILE_BYTES,
+    SUBMISSION_FILES,
+    SUBMISSION_LIMIT_BYTES,
+    graded_results,
+)
+
 GRADED_FOLDER = "graded_code"  # beside results.json: the submission's code as graded
 
 
@@ -165,23 +172,11 @@ def results_files(folder: Path, problem: str, out: Path) -> Path:
     """out holding only the submission's result files the grader reads, as plain files:
     metrics.json, and per prescribed run (by the run registry) its training log, its
     weights (Problems 1 and 2) and, for Problem 3's long run, its samples, each within its
-    size limit (course.grading.recompute). A run name in metrics.json then names no other file:
-    with no folder in out, a path such as training_log_x/../../secret.json resolves to
-    nothing."""
-    import importlib
-
-    from course.grading import recompute
-
-    config = importlib.import_module(f"{problem}.config")
-    names = {"metrics.json": recompute.METRICS_BYTES}
-    for run in config.RUNS:
-        names[f"training_log_{run}.json"] = recompute.LOG_BYTES
-        if problem != "problem3":
-            names[f"model_{run}.pth"] = recompute.WEIGHTS_BYTES
-    if problem == "problem3":
-        names[f"samples_{config.MAIN_RUN}.txt"] = recompute.SAMPLES_BYTES
+    size limit (provided.submission.graded_results, with the limits recompute reads). A run
+    name in metrics.json then names no other file: with no folder in out, a path such as
+    training_log_x/../../secret.json resolves to nothing."""
     out.mkdir(mode=0o700)
-    for name, limit in names.items():
+    for name, limit in graded_results(problem).items():
         data = read_regular(folder / name, limit)
         if data is not None:
             (out / name).write_bytes(data)

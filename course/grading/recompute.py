@@ -84,13 +84,11 @@ from problem3.train import lr_at_step
 from provided.common import DATA_DIR, REPO_ROOT
 from provided.data_files import read_smiles
 from provided.smiles import HOMEWORK_TOKENS, SMILES_PATTERN, SPECIALS
+from provided.submission import LOG_BYTES, METRICS_BYTES, SAMPLES_BYTES, WEIGHTS_BYTES
 
-# at most this many bytes of a submission's file are read (the reference's are far smaller:
-# Problem 1 weights 2.7 MB, Problem 2 79-112 KB, logs 1.3-16 KB, metrics 9-22 KB, samples 37 KB)
-WEIGHTS_BYTES = 8 * 2**20
-LOG_BYTES = 2**20
-METRICS_BYTES = 5 * 2**20
-SAMPLES_BYTES = 2**18
+# at most WEIGHTS_BYTES, LOG_BYTES, METRICS_BYTES or SAMPLES_BYTES of a submission's file are
+# read: defined once, in provided/submission.py, whose `make submission` checks a student's
+# files against them
 # a config field a run may choose freely: another seed (or thread count) is the same experiment
 FREE_FIELDS = {"problem1": ("seed",), "problem2": ("seed",), "problem3": ("seed", "threads")}
 MAX_SEED = 2**32 - 1
