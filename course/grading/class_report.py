@@ -18,20 +18,32 @@ once (course.grading.mutants.run over the mistakes of the graded parts: a few mi
 it; delete it after changing a test so that it is built again.
 
 Attribution: a submission's failing tests of one part are compared with each catalogued
-mistake of that part. A mistake is matched when every test that catches it fails in the
-submission (its catching tests are a subset of the failing ones); of the matched mistakes
-only the most specific are kept (one whose catching tests are a strict subset of another
-matched one's is dropped), and mistakes that the tests cannot tell apart (the same catching
-tests) share one row ("a or b"). A submission counts once in each kept row. Failing tests
-that no kept mistake explains are listed under their part as "other", each with the
-number of submissions failing it and the catalogued mistakes it catches (a hint where a
-submission matches a mistake only in part). A part whose every test fails is one row,
+mistake of that part, and so is HOW they fail: each failing test's failure kind
+(failure_kind: the exception's type and its message with the numbers taken out, read from
+the first line of the test's output in results.json, which is the failing exception's own
+line) against the kind the catalogue recorded for that test when the mistake alone was
+planted. A mistake is matched when every test that catches it fails in the submission, and
+fails the same way (its catching tests are a subset of the failing ones, and each kind is
+the catalogue's). Of the matched mistakes only the most specific are kept (one whose
+catching tests are a strict subset of another matched one's is dropped), and mistakes that
+the tests cannot tell apart (the same catching tests) share one row ("a or b"). A
+submission counts once in each kept row. Failing tests that no kept mistake explains are
+listed under their part: those that fail on an exception, not on the test's own verdict
+(an AssertionError or pytest.fail), as the exception (its type and message without
+numbers, one short line, e.g. "NameError: name 'NEG_INF' is not defined": a constant the
+grader left out is not a flipped mask), each with the number of submissions raising it;
+the others as "other", each with the number of submissions failing it and the catalogued
+mistakes it catches (a hint where a submission matches a mistake only in part, or fails
+differently). A part whose every test fails is one row,
 "every test fails", with the grader's reason (not implemented, file missing, does not
 compile, not run), and is not attributed to mistakes (a part whose every test fails
-on assertions is attributed as any other). Tests the grader did not reach (the
-time limit) are not failures of the student: they are left out and counted. The results
-entries (recomputed metrics) have no catalogued mistakes: they are listed as "other" under
-their problem. The page names tests, never a test's output, so no reference value is shown.
+on assertions or on another exception is attributed as any other). Tests the grader did
+not reach (the time limit) are not failures of the student: they are left out and counted.
+The results entries (recomputed metrics) have no catalogued mistakes: they are listed as
+"other" under their problem. The page names tests and exceptions, never an assertion's
+message or a test's output, so no reference value is shown. A catalogue written before the
+failure kinds were recorded (an entry without "kinds") is refused with one line: delete it
+to have it built again.
 
 Bad input: a missing or malformed CSV or catalogue is one line (error:, exit 2). A row not
 graded, a missing results.json or one that is not Gradescope's JSON is one warning line
@@ -49,6 +61,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from course.grading import rubric as RUBRIC
+from course.grading.failures import failure_kind, is_error
 from course.grading.intake import GRADED_FOLDER
 from provided.common import ArgumentParser, fail, script
 from provided.results import atomic_write_text, write_json
@@ -59,6 +72,7 @@ NOT_RUN = ("not graded",)  # how course.grading.grade's TOO_LATE and STOPPED beg
 TOP = 10  # rows of the page's "most common mistakes"
 TESTS_SHOWN = 4  # catching tests named per row
 NAMES_SHOWN = 10  # submissions named per reason
+ERROR_CHARS = 100  # an exception's line on the page
 
 
 def warn(message: str) -> None:
@@ -139,8 +153,9 @@ def read_results(path: Path) -> list[dict] | str:
 
 
 def read_catalogue(path: Path, parts: list[str]) -> dict:
-    """{mistake name: set of the test names that catch it} for the mistakes of parts, from
-    path (course.grading.mutants --json format), built first if path does not exist."""
+    """{mistake name: {test name that catches it: its failure kind}} for the mistakes of
+    parts, from path (course.grading.mutants --json format), built first if path does not
+    exist."""
     from course.grading.mutants import MUTANTS
 
     wanted = [m for m in MUTANTS if m.part in parts]
@@ -150,15 +165,21 @@ def read_catalogue(path: Path, parts: list[str]) -> dict:
         data = json.loads(path.read_text())
         if not isinstance(data, dict):
             raise ValueError("not a JSON object")
-        found = {name: set(entry["public"]) | set(entry["hidden"])
-                 for name, entry in data.items()}
-        if not all(isinstance(t, str) for tests in found.values() for t in tests):
+        tests = {name: [*entry["public"], *entry["hidden"]] for name, entry in data.items()}
+        if not all(isinstance(t, str) for found in tests.values() for t in found):
             raise ValueError("a test name that is not a string")
     except (OSError, UnicodeDecodeError, ValueError, TypeError, KeyError) as err:
         fail(f"{path} is not a mistake catalogue ({type(err).__name__}: {str(err)[:80]}): "
              "delete it to have it built again, or write one with "
              f"python -m course.grading.mutants --json {path}")
-    return {m.name: found[m.name] for m in wanted if m.name in found}
+    old = [name for name, entry in data.items() if not isinstance(entry.get("kinds"), dict)
+           or not all(isinstance(entry["kinds"].get(t), str) for t in tests[name])]
+    if old:
+        fail(f"{path} is a mistake catalogue of an older format (no failure kind for the "
+             f"tests of {old[0]}): delete it to have it built again, or write one with "
+             f"python -m course.grading.mutants --json {path}")
+    return {m.name: {t: data[m.name]["kinds"][t] for t in tests[m.name]}
+            for m in wanted if m.name in data}
 
 
 def build_catalogue(path: Path, mutants: list) -> None:
@@ -181,7 +202,7 @@ def build_catalogue(path: Path, mutants: list) -> None:
     except Exception as err:  # the grader could not start here: say how to build it elsewhere
         fail(f"the mistake catalogue {path} could not be built ({type(err).__name__}: "
              f"{str(err)[:120]}): write it with python -m course.grading.mutants --json {path}")
-    write_json(path, {name: {"public": f["public"], "hidden": f["hidden"]}
+    write_json(path, {name: {"public": f["public"], "hidden": f["hidden"], "kinds": f["kinds"]}
                       for name, f in found.items()})
 
 
@@ -192,6 +213,8 @@ class PartTally:
     submissions: set = field(default_factory=set)  # that lost points here
     mistakes: Counter = field(default_factory=Counter)  # tuple of mistake names -> count
     other: Counter = field(default_factory=Counter)  # test name -> count
+    errors: Counter = field(default_factory=Counter)  # exception's kind -> count
+    error_tests: dict = field(default_factory=dict)  # exception's kind -> set of test names
     every: Counter = field(default_factory=Counter)  # reason -> count (every test fails)
     not_run: set = field(default_factory=set)  # submissions with tests not reached
     tests: set = field(default_factory=set)  # every test name seen
@@ -238,17 +261,28 @@ def attribute(tests: list[dict], catalogue: dict, tally: dict, submission: str) 
         ran = {t["name"] for t in failing if not str(t.get("output", "")).startswith(NOT_RUN)}
         if len(ran) < len(failing):
             entry.not_run.add(submission)
+        kinds = {t["name"]: failure_kind(str(t.get("output", ""))) for t in failing
+                 if t["name"] in ran}
         mistakes = [m.name for m in MUTANTS if m.part == part and catalogue.get(m.name)]
-        matched = [m for m in mistakes if catalogue[m] <= ran]
-        kept = [m for m in matched if not any(catalogue[m] < catalogue[o] for o in matched)]
+        matched = [m for m in mistakes
+                   if all(kinds.get(t) == kind for t, kind in catalogue[m].items())]
+        kept = [m for m in matched
+                if not any(catalogue[m].keys() < catalogue[o].keys() for o in matched)]
         groups = {}
         for name in kept:
             groups.setdefault(frozenset(catalogue[name]), []).append(name)
         for names in groups.values():
             entry.mistakes[tuple(names)] += 1
         explained = set().union(*groups) if groups else set()
+        raised = {}
         for name in sorted(ran - explained):
-            entry.other[name] += 1
+            if is_error(kinds[name]):
+                raised.setdefault(kinds[name], set()).add(name)
+            else:
+                entry.other[name] += 1
+        for kind, names in raised.items():
+            entry.errors[kind] += 1
+            entry.error_tests.setdefault(kind, set()).update(names)
 
 
 # ----------------------------------------------------------------------------- figure
@@ -305,6 +339,13 @@ def tests_cell(tests: set) -> str:
     names = sorted(tests, key=lambda t: (t.endswith("[hidden]"), t))
     shown = "; ".join(f"`{short(t)}`" for t in names[:TESTS_SHOWN])
     return shown + (f"; and {len(names) - TESTS_SHOWN} more" if len(names) > TESTS_SHOWN else "")
+
+
+def error_label(kind: str) -> str:
+    """An exception's kind as one short line of a table cell (its type and message without
+    numbers, never a test's own message)."""
+    text = kind.replace("|", "/").replace("`", "'")
+    return text if len(text) <= ERROR_CHARS else text[:ERROR_CHARS - 3] + "..."
 
 
 def mistake_label(names: tuple) -> str:
@@ -370,6 +411,10 @@ def page(csv_path: Path, parts: list[str], rows: list[Row], analysed: list[str],
         names = [name for name, reason in left_out.items() if reason == why]
         shown = ", ".join(names[:NAMES_SHOWN]) + (", ..." if len(names) > NAMES_SHOWN else "")
         lines.append(f"  - left out: {count} whose results.json is {why} ({shown})")
+    similar = out_dir / "similarity.md"  # course.grading.similarity's page, if it ran
+    lines.append("- Similar code between submissions: " + (
+        f"[{similar.name}]({similar.name})" if similar.is_file() else
+        f"not compared (python -m course.grading.similarity {csv_path} writes {similar.name})"))
     lines += ["", "## Scores", "",
               f"![Score distribution per part]({figure_path.relative_to(out_dir).as_posix()})",
               ""]
@@ -405,6 +450,9 @@ def page(csv_path: Path, parts: list[str], rows: list[Row], analysed: list[str],
         for names, count in sorted(entry.mistakes.items(), key=lambda i: (-i[1], i[0])):
             lines.append(f"| {mistake_label(names)} | {share(count, n)} | "
                          f"{tests_cell(catalogue[names[0]])} |")
+        for kind, count in sorted(entry.errors.items(), key=lambda i: (-i[1], i[0])):
+            lines.append(f"| raises `{error_label(kind)}` (an exception, not a catalogued "
+                         f"mistake) | {share(count, n)} | {tests_cell(entry.error_tests[kind])} |")
         for reason, count in entry.every.most_common():
             lines.append(f"| every test fails: {reason} | {share(count, n)} | all "
                          f"{len(entry.tests)} tests |")
@@ -418,7 +466,7 @@ def page(csv_path: Path, parts: list[str], rows: list[Row], analysed: list[str],
                          f"{share(len(entry.not_run), n)} | left out above |")
         lines.append("")
     stale = {part: sorted(t for m in MUTANTS if m.part == part and m.name in catalogue
-                          for t in catalogue[m.name] - entry.tests)
+                          for t in catalogue[m.name].keys() - entry.tests)
              for part, entry in tally.items() if entry.tests}
     stale = {p: t for p, t in stale.items() if t}
     missing = [m.name for m in MUTANTS if m.part in parts and m.name not in catalogue]

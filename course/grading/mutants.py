@@ -282,6 +282,11 @@ MUTANTS = [
       "    model.eval()\n    T = tokens.shape[1]\n    correct, count",
       "    T = tokens.shape[1]\n    correct, count",
       "per-position counts without eval mode"),
+    M("p2e_shift_draw_off_by_one", "p2e", "problem2/evaluate.py",
+      "shift = int(torch.randint(1, TRAIN_LENGTH + 1, (1,), generator=generator))",
+      "shift = int(torch.randint(1, TRAIN_LENGTH, (1,), generator=generator))",
+      "score-shift check draws its shifts from [1, 63], not [1, 64] (randint's upper bound "
+      "is exclusive)"),
     # ------------------------------------------------------------------ problem 3
     M("p3a_vocab_from_val", "p3a", "problem3/dataset.py",
       "    for smiles in read_smiles(train_path):\n        tokens.update(tokenize(smiles))",
@@ -317,6 +322,12 @@ MUTANTS = [
       "return self.out_proj(out.transpose(1, 2).reshape(B, T, d))",
       "return self.out_proj(out.reshape(B, T, d))",
       "heads merged without the transpose"),
+    M("p3b_attention_weight_dropout", "p3b", "problem3/model.py",
+      "out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)",
+      "out = F.scaled_dot_product_attention(\n"
+      "            q, k, v, attn_mask=mask, dropout_p=self.dropout.p if self.training else 0.0)",
+      "dropout on the attention weights too (dropout_p passed to "
+      "F.scaled_dot_product_attention)"),
     M("p3c_lr_off_by_one", "p3c", "problem3/train.py",
       "return peak_lr * min(1.0, step / warmup)", "return peak_lr * min(1.0, (step - 1) / warmup)",
       "warmup counted from step 0 (the first step has learning rate 0)"),
@@ -378,6 +389,23 @@ MUTANTS = [
       "return max(ring_spans(tokenize(smiles)), default=0)",
       "return max(ring_spans(tokenize(smiles)), default=-1)",
       "no closed ring gives -1 instead of 0"),
+    M("p3d_well_formed_two_digit_rings_ignored", "p3d", "problem3/evaluate.py",
+      "        elif RING_DIGIT.match(token):\n            open_rings ^= {token}",
+      "        elif token.isdigit():\n            open_rings ^= {token}",
+      "two-digit ring labels (%10 .. %99) ignored by is_well_formed: only digit tokens "
+      "open and close rings"),
+    M("p3d_span_two_digit_rings_ignored", "p3d", "problem3/evaluate.py",
+      "    return max(ring_spans(tokenize(smiles)), default=0)\n",
+      "    opened, longest = {}, 0\n"
+      "    for index, token in enumerate(tokenize(smiles)):\n"
+      "        if token.isdigit():\n"
+      "            if token in opened:\n"
+      "                longest = max(longest, index - opened.pop(token))\n"
+      "            else:\n"
+      "                opened[token] = index\n"
+      "    return longest\n",
+      "max_open_ring_span counts single-digit rings only: two-digit labels (%10 .. %99) "
+      "ignored"),
     M("p3e_validity_over_valid", "p3e", "problem3/evaluate.py",
       '"validity": len(valid) / len(samples),',
       '"validity": len(valid) / max(1, len([s for s in samples if s])),',
@@ -447,12 +475,18 @@ def graded_failures(mutants: list[Mutant]):
 
 
 def run(mutants: list[Mutant]) -> dict:
-    """{mutant name: {"public": [failing public tests], "hidden": [failing hidden tests]}}."""
+    """{mutant name: {"public": [failing public tests], "hidden": [failing hidden tests],
+    "kinds": {failing test: how it fails}, "first_output": ...}}: a test's kind is
+    course.grading.failures.failure_kind of its output (the exception's type and message
+    family), which the class report matches a submission's failures against."""
+    from course.grading.failures import failure_kind
+
     found = {}
     for mutant, failed in graded_failures(mutants):
         found[mutant.name] = {
             "public": [t["name"] for t in failed if t["visibility"] == "visible"],
             "hidden": [t["name"] for t in failed if t["visibility"] != "visible"],
+            "kinds": {t["name"]: failure_kind(t["output"]) for t in failed},
             "first_output": next((t["output"].split("\n\n")[0][:300] for t in failed), "")}
         mark = "public" if found[mutant.name]["public"] else (
             "hidden" if found[mutant.name]["hidden"] else "ALIVE")

@@ -1,4 +1,5 @@
-"""The class report (course/grading/class_report.py) on a class of planted mistakes, really graded.
+"""The class report (course/grading/class_report.py) on a class of planted mistakes, really graded,
+and on a small class written by hand.
 
 Five submissions are the reference with planted mistakes of course/grading/mutants.py (one with
 two, in two parts; one without its problem2/dataset.py; one without any), graded on p1b and
@@ -7,6 +8,11 @@ graded" row). grade_folder keeps each submission's results.json in
 graded_code/<submission>/, where the report looks for it. The report then builds its
 catalogue of p1b's and p2a's mistakes (each planted alone and graded) and must name each
 planted mistake with its count. About 40 s on 2 cores.
+
+The hand-written class (results.json and catalogue written here, in the judge's output format,
+nothing graded) checks HOW tests fail: a correct submission whose functions raise NameError
+(a module constant the grader left out) fails the tests a flipped mask fails, and must be
+reported as the NameError, not as the flipped mask; a genuine flip is still attributed.
 """
 
 import json
@@ -179,3 +185,178 @@ def test_bad_input_is_one_line(graded_class, tmp_path, capsys, case):
     assert stop.value.code == 2 and "Traceback" not in err
     assert len(err.strip().splitlines()) == 1 and err.startswith("error:") and needle in err
     assert not (tmp_path / "report" / "class_report.md").exists()
+
+
+# ----------------------------------------------------------- how a test fails: a hand-made class
+def named(test: str, hidden: bool = False) -> str:
+    return f"problem1 B (p1b): {test}" + (" [hidden]" if hidden else "")
+
+
+FLIPPED = ("AssertionError: a boolean mask must let each query attend where it is True and "
+           "nowhere else, the scores scaled as without a mask: your result is exactly what it "
+           "gives when the mask's polarity is flipped (True must mean attend, not block)\n"
+           "Tensor-likes are not close!\n\nMismatched elements: {n} / 120 (100.0%)\n\n"
+           "    def test_sdpa_masks(qkv, shape):\n>       assert_close(out, expected)\n"
+           "E       AssertionError: a boolean mask must let each query attend where it is True\n"
+           "\ntests/test_problem1_attention.py:180: AssertionError")
+MHA_WRONG = ("AssertionError: MultiHeadAttention must match torch.nn.MultiheadAttention with the "
+             "same weights: MultiHeadAttention gives the wrong result, and "
+             "scaled_dot_product_attention fails its own tests too: fix "
+             "scaled_dot_product_attention first\n\n"
+             "E       AssertionError: MultiHeadAttention must match\n"
+             "\ntests/test_problem1_attention.py:280: AssertionError")
+HIDDEN_WRONG = "AssertionError: the blocked keys' weight must be 0, got 0.4183 (expected 0.0)"
+NAME_ERROR = ("NameError: name 'NEG_INF' is not defined\nin the code under test:\n"
+              "Traceback (most recent call last):\n"
+              '  File "problem1/attention.py", line 26, in scaled_dot_product_attention\n'
+              "    scores = scores.masked_fill(~mask, NEG_INF)\n"
+              "NameError: name 'NEG_INF' is not defined\n\n"
+              ">       out, weights = scaled_dot_product_attention(q, k, v, mask)\n"
+              "E       NameError: name 'NEG_INF' is not defined\n"
+              "\ntests/test_problem1_attention.py:177: NameError")
+CAUSAL_WRONG = ("AssertionError: causal_mask must return a bool tensor (True = attend), not "
+                "torch.int64\n\nE       AssertionError: causal_mask must return a bool tensor")
+CAUSAL_UPPER = ("AssertionError: causal_mask(4) is wrong: it is True above the diagonal, False "
+                "on and below: torch's convention (True = blocked)")
+NOT_IMPLEMENTED = ("NotImplementedError: write scaled_dot_product_attention (Problem 1, Part B)"
+                   "\n\nE       NotImplementedError")
+TESTS = [named("test_causal_mask"), named("test_sdpa_scales_by_sqrt_dk"),
+         named("test_sdpa_masks[query_key]"), named("test_sdpa_masks[per_sequence]"),
+         named("test_mha_matches_torch_multihead_attention[True]"),
+         named("test_blocked_weights_zero", hidden=True)]
+FLIP_TESTS = {TESTS[2]: FLIPPED.format(n=120), TESTS[3]: FLIPPED.format(n=96),
+              TESTS[4]: MHA_WRONG, TESTS[5]: HIDDEN_WRONG}
+CLASS = {"a_reference": {},
+         "b_handout": dict.fromkeys(TESTS, NOT_IMPLEMENTED),
+         "c_partial": {TESTS[0]: CAUSAL_WRONG, **FLIP_TESTS},  # flipped: 96 of 120 differ
+         "d_neg_inf_dropped": dict.fromkeys(TESTS[2:], NAME_ERROR)}
+
+
+def hand_catalogue(path: Path, old: bool = False) -> Path:
+    """p1b_mask_flipped, p1b_causal_mask_upper and p1b_no_scale as course.grading.mutants --json
+    writes them (the kinds as failure_kind reads the planted mistake's outputs), or in the
+    format before the kinds (old)."""
+    caught = {"p1b_mask_flipped": {**FLIP_TESTS, TESTS[3]: FLIPPED.format(n=120)},
+              "p1b_causal_mask_upper": {TESTS[0]: CAUSAL_UPPER},
+              "p1b_no_scale": {TESTS[1]: "AssertionError: scores must be scaled by 1/sqrt(d_k)"}}
+    data = {}
+    for name, outputs in caught.items():
+        data[name] = {"public": [t for t in outputs if not t.endswith("[hidden]")],
+                      "hidden": [t for t in outputs if t.endswith("[hidden]")]}
+        if not old:
+            data[name]["kinds"] = {t: class_report.failure_kind(o) for t, o in outputs.items()}
+    path.write_text(json.dumps(data))
+    return path
+
+
+def hand_class(root: Path) -> Path:
+    """CLASS's scores.csv, with graded_code/<submission>/results.json beside it."""
+    share = 8 / len(TESTS)
+    lines = ["submission,score,max_score,p1b,note"]
+    for name, failing in CLASS.items():
+        tests = [{"name": t, "score": 0.0 if t in failing else share, "max_score": share,
+                  "visibility": "after_published" if t.endswith("[hidden]") else "visible",
+                  "output": failing.get(t, ""), "tags": ["p1b"]} for t in TESTS]
+        score = sum(t["score"] for t in tests)
+        (root / "graded_code" / name).mkdir(parents=True)
+        (root / "graded_code" / name / "results.json").write_text(
+            json.dumps({"score": score, "tests": tests}))
+        lines.append(f"{name},{score},8,{score},")
+    (root / "scores.csv").write_text("\n".join(lines) + "\n")
+    return root / "scores.csv"
+
+
+def test_an_exception_is_reported_as_such_not_as_the_mistake_whose_tests_it_fails(tmp_path,
+                                                                                  capsys):
+    csv_path = hand_class(tmp_path)
+    code = class_report.main([str(csv_path), "--catalogue",
+                              str(hand_catalogue(tmp_path / "mistakes.json")),
+                              "--out", str(tmp_path / "report")])
+    err = capsys.readouterr().err
+    assert code == 0 and "Traceback" not in err and not err.strip(), err
+    text = (tmp_path / "report" / "class_report.md").read_text()
+    part_b = text.split("### p1b")[1].split("###")[0]
+    assert "3 (75 %) lose points" in part_b
+    flipped = rows_naming(part_b, "`p1b_mask_flipped`")
+    assert len(flipped) == 1 and count_of(flipped[0]) == "1 (25 %)", \
+        "the genuine flip (c_partial) alone, not d_neg_inf_dropped's NameErrors"
+    raised = rows_naming(part_b, "NameError: name 'NEG_INF' is not defined")
+    assert len(raised) == 1 and count_of(raised[0]) == "1 (25 %)", part_b
+    assert "`p1b_mask_flipped`" not in raised[0] and "`test_sdpa_masks[query_key]`" in raised[0]
+    every = rows_naming(part_b, "every test fails: not implemented")
+    assert len(every) == 1 and count_of(every[0]) == "1 (25 %)"
+    causal = rows_naming(part_b, "`test_causal_mask`")
+    assert len(causal) == 1 and causal[0].startswith("| other |"), \
+        "failing differently from p1b_causal_mask_upper is not that mistake"
+    assert "(catches `p1b_causal_mask_upper`)" in causal[0]
+    assert not rows_naming(part_b, "`p1b_causal_mask_upper` |")
+    top = text.split("## Most common mistakes")[1].split("##")[0]
+    assert len(rows_naming(top, "`p1b_mask_flipped`")) == 1 and "NameError" not in top
+    for message in (FLIPPED, MHA_WRONG, HIDDEN_WRONG, CAUSAL_WRONG):  # no test's message
+        assert message.splitlines()[0].split(": ", 1)[1][:40] not in text
+    assert "0.4183" not in text and "Traceback" not in text and "NEG_INF)" not in text
+
+
+def test_a_catalogue_without_failure_kinds_is_refused_in_one_line(tmp_path, capsys):
+    old = hand_catalogue(tmp_path / "old.json", old=True)
+    with pytest.raises(SystemExit) as stop:
+        class_report.main([str(hand_class(tmp_path)), "--catalogue", str(old),
+                           "--out", str(tmp_path / "report")])
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1 and err.startswith("error:") and str(old) in err
+    assert "older format" in err and "delete it" in err
+    assert not (tmp_path / "report" / "class_report.md").exists()
+
+
+def test_the_catalogue_records_how_each_catching_test_fails(tmp_path, monkeypatch):
+    """mutants.run's JSON (and the catalogue the report builds from it) has each failing
+    test's kind; graded_failures is replaced here by the outputs a flipped mask gives."""
+    def graded_failures(chosen):
+        for mutant in chosen:
+            yield mutant, [{"name": t, "visibility": "hidden" if t.endswith("[hidden]")
+                            else "visible", "output": o, "score": 0, "max_score": 1,
+                            "tags": [mutant.part]} for t, o in FLIP_TESTS.items()]
+
+    monkeypatch.setattr(mutants, "graded_failures", graded_failures)
+    found = mutants.run([BY_NAME["p1b_mask_flipped"]])["p1b_mask_flipped"]
+    assert found["hidden"] == [TESTS[5]] and set(found["kinds"]) == set(FLIP_TESTS)
+    assert found["kinds"][TESTS[2]] == found["kinds"][TESTS[3]], "numbers are not the kind"
+    assert found["kinds"][TESTS[2]].startswith("AssertionError: a boolean mask must")
+    monkeypatch.setattr(mutants, "MUTANTS", [BY_NAME["p1b_mask_flipped"]])
+    catalogue = class_report.read_catalogue(tmp_path / "built.json", ["p1b"])
+    assert catalogue == {"p1b_mask_flipped": found["kinds"]}
+
+
+@pytest.mark.parametrize("output, kind", [
+    (NAME_ERROR, "NameError: name 'NEG_INF' is not defined"),
+    (FLIPPED.format(n=7), class_report.failure_kind(FLIPPED.format(n=120))),
+    ("AssertionError: 3 heads of 4 wrong, max error 1.5e-03 at 0x7f3a\n\nE  ...",
+     "AssertionError: # heads of # wrong, max error # at #"),
+    ("assert 3 == 4\n\n>       assert len(out) == 4\nE       assert 3 == 4",
+     "AssertionError: assert # == #"),
+    ("AssertionError: assert [0.12...5013046647816] == approx([0.1...57 ± 1.0e-05])",
+     "AssertionError: assert [#..#] == approx([#..# ± #])"),
+    ("RuntimeError: shape '[2, 4, 5, 4]' is invalid for input of size 160\nin the code ...",
+     "RuntimeError: shape '[#, #, #, #]' is invalid for input of size #"),
+    ("tests.seam.RemoteError: problem1.attention.Oops: bad float32 value",
+     "tests.seam.RemoteError: problem1.attention.Oops: bad float32 value"),
+    ("\n\nsome source line\nE       TypeError: unsupported operand 2\nE       more",
+     "TypeError: unsupported operand #"),
+    ("Failed: DID NOT RAISE <class 'ValueError'>", "Failed: DID NOT RAISE <class 'ValueError'>"),
+    ("this test ran over its time limit (an endless loop, or a far too slow implementation?)",
+     "Timeout"),
+    ("skipped (a graded test never skips)", "Skipped"),
+    ("the model's loss went up", "Unknown: the model's loss went up"),
+    ("", "Unknown"),
+])
+def test_failure_kind(output, kind):
+    assert class_report.failure_kind(output) == kind
+
+
+@pytest.mark.parametrize("kind, error", [
+    ("NameError: name 'x' is not defined", True), ("NotImplementedError", True),
+    ("tests.seam.RemoteError: a.B: c", True), ("AssertionError: wrong", False),
+    ("Failed: DID NOT RAISE", False), ("Timeout", False), ("Unknown: x", False)])
+def test_is_error(kind, error):
+    assert class_report.is_error(kind) is error
