@@ -3,6 +3,7 @@
 #
 #   make test-course        the course's own tests: hidden, kit, grader attacks
 #   make seeds              seeds 1-4 of every run, then the bands and tables
+#   make seeds-cluster      the same runs as one Slurm job each (course/tools/cluster.py)
 #   make problem1-breakdown Problem 1's errors by carries (breakdown.json)
 #   make problem2-analysis  Problem 2's analyses beyond the homework (analysis.json)
 #   make handout            the student handout (build/handout)
@@ -12,6 +13,7 @@
 #   make part-alone         each part filled alone earns all its points (2 minutes)
 #   make blast-radius       each mistake costs points in its own part only (MISTAKES.md)
 #   make grade-limits       the grader in a small cgroup against resource attacks (root)
+#   make grade-footprint    the reference graded in that cgroup, with its weights (root)
 #   make bands              the reference bands and the reports' generated tables
 #   make samples10k | difficulty | pruning-bias | carry-probe | rotary-window
 #                           the reference reports' further evidence (see INSTRUCTORS.md)
@@ -31,6 +33,7 @@ test-course:
 
 .PHONY: handout autograder grade-check seeds seeds-problem1 seeds-problem2 seeds-problem3 \
         samples10k difficulty pruning-bias bands mutants rotary-window carry-probe grade-limits \
+        grade-footprint \
         part-alone blast-radius \
         problem2-analysis problem1-breakdown
 # ----------------------------------------------------------------------- extra seeds
@@ -50,6 +53,17 @@ seeds:
 	$(MAKE) seeds-problem1 seeds-problem2
 	$(MAKE) seeds-problem3 samples10k
 	$(MAKE) bands
+
+# The same seed runs as one cluster job per run (course/tools/cluster.py, through submitit;
+# INSTRUCTORS.md, "The seeds on a cluster"): submit, wait for every job, then `make seeds` here
+# skips every finished run and makes what needs several (each folder's metrics, analyses,
+# samples10k, the bands). CLUSTER_ARGS holds the tool's options, e.g.
+#   make seeds-cluster CLUSTER_ARGS="--executor slurm --partition cpu --cpus-per-task 1"
+CLUSTER_ARGS ?= --executor slurm
+.PHONY: seeds-cluster
+seeds-cluster:
+	$(PY) -m course.tools.cluster seeds --wait --seeds $(SEEDS) --device $(DEVICE) $(CLUSTER_ARGS)
+	$(MAKE) seeds
 
 seed_logs = $(foreach s,$(SEEDS),$(foreach r,$(2),$(1)/seeds/seed$(s)/training_log_$(r).json))
 P1_SEED_LOGS := $(call seed_logs,$(P1),$(P1_RUNS))
@@ -185,3 +199,7 @@ grade-check:
 # disk fill and a thread storm: each scores 0 and the grader survives (about 3 minutes)
 grade-limits:
 	$(PY) -m course.tools.grade_limits
+
+# after `make problem1 problem2` (the ten weights present), as a real submission is graded
+grade-footprint:
+	$(PY) -m course.tools.grade_limits --footprint

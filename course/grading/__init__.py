@@ -14,7 +14,11 @@ By process (each file's first lines say which runs it):
   the zygote
     zygote.py     the fork server of every judge and sandbox (imports neither side)
   a judge
-    judge.py      the pytest run of the graded tests, each test's seam on a sandbox
+    judge.py      the pytest run of the graded tests, each test's seam on a sandbox, as the
+                  judge's own user
+  a judge's warden
+    warden.py     the root process beside a judge: a test's sandbox tree, its cgroup, the
+                  stop between calls and the cleanup, on the judge's request
   a sandbox
     sandbox.py    limits and isolation, then the seam's server (tests/seam.py)
     landlock.py   its file-system scope (Landlock)
@@ -27,6 +31,9 @@ and beside them:
     handout.py    the student handout (python -m course.grading.handout)
     rubric.py     the points of every part
     mutants.py    the catalogue of planted mistakes (MISTAKES.md)
+    failures.py   how a graded test failed (an exception's type, a message's family)
+    class_report.py the class's scores and most common mistakes, after a --csv grading
+    similarity.py similar code between submissions, function by function (copydetect)
     stubs.py      the non-solutions (stubs that raise, return None, zeros or the input)
                   that no graded test may pass
     hidden/       the hidden graded tests
