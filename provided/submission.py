@@ -12,8 +12,9 @@ else (no .venv, data/, caches, checkpoints, resume files or other weights):
     results   problemN/results/*.json (metrics, training logs, attention maps, vocab,
               properties, ...), Problem 3's samples of its long run, and the figures
               problemN/results/figures/*.png
-    weights   model_{run}.pth of the prescribed runs of Problems 1 and 2, from which the
-              grader recomputes their numbers (Problem 3's are not read: they stay out)
+    weights   model_{run}.pth of the prescribed runs of Problems 1 and 2, and of Problem 3's
+              long run, from which the grader recomputes their numbers (it samples the
+              long run itself); the sweep's weights and the step checkpoints stay out
 
 It then reads the zip back as the grader reads a submission and prints one line per
 finding. An error is something the grader needs that is missing or that it cannot use: a
@@ -76,7 +77,7 @@ def graded_results(problem: str) -> dict[str, int]:
     """{file name in problemN/results: the most bytes of it the grader reads}: the results
     the grader recomputes and checks, per prescribed run of the run registry (RUNS in
     problemN/config.py): metrics.json, each run's training log, its weights (Problems 1 and
-    2) and, for Problem 3, the samples of its long run."""
+    2) and, for Problem 3, the weights and the samples of its long run."""
     config = importlib.import_module(f"{problem}.config")
     names = {"metrics.json": METRICS_BYTES}
     for run in config.RUNS:
@@ -84,6 +85,7 @@ def graded_results(problem: str) -> dict[str, int]:
         if problem in WEIGHTS_PROBLEMS:
             names[f"model_{run}.pth"] = WEIGHTS_BYTES
     if problem == "problem3":
+        names[f"model_{config.MAIN_RUN}.pth"] = WEIGHTS_BYTES
         names[f"samples_{config.MAIN_RUN}.txt"] = SAMPLES_BYTES
     return names
 
@@ -238,10 +240,15 @@ def check_results(archive: zipfile.ZipFile, members: dict, problem: str,
                               "it is unverified")
         elif missing(log):
             errors.append(f"{folder}/{log} is missing: run {run} is unverified")
+        elif weights in names and missing(weights):
+            errors.append(f"{folder}/{weights} is missing: the grader draws the samples it "
+                          f"scores from these weights, so run {run}'s sample scores are "
+                          "unverified")
     for name in names:
         if name.startswith("samples_") and missing(name):
-            errors.append(f"{folder}/{name} is missing: the sample scores are unverified "
-                          f"(run `python -m {problem}.sample`)")
+            warnings.append(f"{folder}/{name} is missing: the grader scores its own samples "
+                            "of the weights and compares them with this file (run "
+                            f"`python -m {problem}.sample`)")
     report = f"{problem}/REPORT.md"
     if report in members:
         shown = FIGURE_LINK.findall(archive.read(report).decode("utf-8", "replace"))

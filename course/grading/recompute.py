@@ -16,8 +16,12 @@ runs leave behind (the grader imports the repository's code, never the submissio
               beyond, the four buckets beyond 64), tied to training_log_{scheme}.json: same
               config, and a last test accuracy (positions 0..63) that the checkpoint
               reproduces
-    problem3  samples_{MAIN_RUN}.txt scored with the reference checker and RDKit (novelty
-              against data/smiles/train.txt: novel_matches); the twelve sweep logs
+    problem3  model_{MAIN_RUN}.pth, tied to training_log_{MAIN_RUN}.json (same run and
+              config, its last step, the homework's vocabulary): NUM_SAMPLES samples the
+              grader draws from it with the reference sampler (seed SAMPLE_SEED,
+              temperature 1), scored with the reference checker and RDKit (novelty against
+              data/smiles/train.txt: novel_matches); the submission's samples file only
+              compared with them (a mismatch is said); the twelve sweep logs
               (final_val_loss, trains, head_grad_norm_at_100), each the prescribed
               configuration of its cell and internally consistent (learning rates, steps)
 
@@ -76,10 +80,12 @@ from problem3.config import (
     VAL_EVERY,
     cell_name,
     differences,
+    vocab_of,
 )
+from problem3.config import RUNS as P3_RUNS
 from problem3.config import Config as P3Config
 from problem3.evaluate import canonical, sample_metrics, sweep_entry
-from problem3.sample import NUM_SAMPLES
+from problem3.sample import NUM_SAMPLES, sample_run
 from problem3.train import lr_at_step
 from provided.common import DATA_DIR, REPO_ROOT
 from provided.data_files import read_smiles
@@ -97,6 +103,10 @@ MAX_SEED = 2**32 - 1
 TIE_TOLERANCE = 0.005
 CLAIM_TOLERANCE = 0.002
 SAMPLE_TOKENS = 50  # Problem 3's max_len 52 less BOS and EOS: the longest sample
+SAMPLE_SEED = 0  # the grader's draw from the main run's weights (sample.py's default seed)
+# how far the scores of a submission's own samples file may lie from the grader's draw of
+# the same weights: five binomial standard deviations at p = 1/2 over 1,000 samples
+SAMPLES_AGREE = 5 * 0.5 / NUM_SAMPLES ** 0.5
 P3_VOCAB_SIZE = len(SPECIALS) + len(HOMEWORK_TOKENS)
 # Problem 2's training split, [sequences, length] (generate_datasets.OFFSET_SHAPES, which the
 # autograder does not ship): what a prescribed run's config says it saw
@@ -305,10 +315,11 @@ def check_state(model: torch.nn.Module, state: dict, name: str) -> None:
             raise Unverified(f"{name} holds non-finite weights ({key})")
 
 
-def load_run(problem: str, path: Path, config_class, prescribed):
-    """(model in eval mode, its Config) from a checkpoint of the prescribed run; Unverified
-    otherwise. build_model's seeding (Problem 2) leaves the process's generator as it was."""
-    checkpoint = read_checkpoint(path)
+def load_run(problem: str, path: Path, config_class, prescribed, checkpoint=None):
+    """(model in eval mode, its Config) from a checkpoint of the prescribed run (read from
+    path unless given); Unverified otherwise. build_model's seeding (Problem 2) leaves the
+    process's generator as it was."""
+    checkpoint = read_checkpoint(path) if checkpoint is None else checkpoint
     config = saved_config(config_class, checkpoint["config"], path.name)
     check_prescribed(problem, config, prescribed, path.name)
     with torch.random.fork_rng(devices=[]):
@@ -521,7 +532,7 @@ def problem3(results: Path, data_dir: Path) -> dict:
         cell = cell_name(options["norm"], options["lr"], options["warmup"])
         prescribed = P3Config(**options, vocab_size=P3_VOCAB_SIZE)
         out[cell] = p3_cell(results / f"training_log_{run}.json", prescribed, rows.get(cell))
-    out["main"] = p3_main(results / f"samples_{MAIN_RUN}.txt", data_dir / "smiles" / "train.txt",
+    out["main"] = p3_main(results, data_dir / "smiles" / "train.txt",
                           claim(metrics, "main", "by_step", -1))
     return out
 
@@ -579,18 +590,70 @@ def p3_log(path: Path, prescribed) -> dict:
     return log
 
 
-def p3_main(path: Path, train_path: Path, claims) -> dict:
-    """The main run's four entries from its samples file, scored by sample_metrics."""
+def p3_main(results: Path, train_path: Path, claims) -> dict:
+    """The main run's four entries from its weights: NUM_SAMPLES samples the grader draws
+    itself from model_{MAIN_RUN}.pth (the reference sampler, temperature 1, SAMPLE_SEED),
+    scored by sample_metrics. The samples file the submission holds earns nothing by
+    itself: its scores are compared with the grader's and a mismatch is said in the why."""
     names = ("well_formed", "validity", "uniqueness", "novelty")
     claimed = {q: claim(claims, q) for q in names}
     try:
-        samples = read_samples(path)
+        model, vocab = load_main(results)
     except Unverified as err:
         return {q: unverified(str(err), claimed[q]) for q in names}
-    distinct = {c for c in map(canonical, samples) if c is not None}
-    found = sample_metrics(samples, novel_matches(distinct, read_smiles(train_path)))
-    source = f"{path.name}, with the reference checker and RDKit"
+    except Exception as err:  # whatever a hostile file may still cause: these entries only
+        return {q: unverified(f"model_{MAIN_RUN}.pth cannot be used ({type(err).__name__})",
+                              claimed[q]) for q in names}
+    train = read_smiles(train_path)
+    with torch.random.fork_rng(devices=[]):
+        found = scored(sample_run(model, vocab, NUM_SAMPLES, 1.0, SAMPLE_SEED, "cpu"), train)
+    source = (f"{NUM_SAMPLES} samples the grader drew from model_{MAIN_RUN}.pth (seed "
+              f"{SAMPLE_SEED}, temperature 1), with the reference checker and RDKit"
+              f"{samples_file_note(results / f'samples_{MAIN_RUN}.txt', found, train)}")
     return {q: judged(found[q], claimed[q], source) for q in names}
+
+
+def load_main(results: Path):
+    """(model, vocabulary) of the main run from model_{MAIN_RUN}.pth, or Unverified unless
+    it is the prescribed run's, finished (its step the run's last), trained on the homework's
+    vocabulary, and the checkpoint of training_log_{MAIN_RUN}.json (the same run and
+    config, seed included)."""
+    path = results / f"model_{MAIN_RUN}.pth"
+    checkpoint = read_checkpoint(path)
+    prescribed = P3Config(**P3_RUNS[MAIN_RUN], vocab_size=P3_VOCAB_SIZE)
+    model, config = load_run("problem3", path, P3Config, prescribed, checkpoint)
+    tokens = checkpoint.get("vocab")
+    if not isinstance(tokens, list) or not all(isinstance(t, str) for t in tokens) or \
+            sorted(tokens) != sorted(HOMEWORK_TOKENS):
+        raise Unverified(f"{path.name} was not trained on the homework's vocabulary")
+    if checkpoint.get("step") != config.steps:
+        raise Unverified(f"{path.name} is not the run's last step ({config.steps})")
+    log_name = f"training_log_{MAIN_RUN}.json"
+    check_log_config(read_json_capped(results / log_name), config, log_name)
+    return model, vocab_of(checkpoint)
+
+
+def scored(samples: list[str], train: list[str]) -> dict:
+    """sample_metrics of samples, novelty against the training strings (novel_matches)."""
+    distinct = {c for c in map(canonical, samples) if c is not None}
+    return sample_metrics(samples, novel_matches(distinct, train))
+
+
+def samples_file_note(path: Path, found: dict, train: list[str]) -> str:
+    """How the submission's own samples file compares with the grader's samples: nothing
+    when its scores lie within SAMPLES_AGREE of the grader's (another sampler's draws of the
+    same model), else one clause naming the file and the difference."""
+    try:
+        own = scored(read_samples(path), train)
+    except Unverified as err:
+        return f"; the submission's samples file was not compared ({err})"
+    far = [f"{q} {own[q]:.3f} (the grader's {found[q]:.3f})" for q in found
+           if (own[q] is None) != (found[q] is None)
+           or (own[q] is not None and abs(own[q] - found[q]) > SAMPLES_AGREE)]
+    if not far:
+        return ""
+    return (f"; {path.name} is not a sample of these weights: " + ", ".join(far)
+            + " (it earns nothing by itself)")
 
 
 def read_samples(path: Path) -> list[str]:

@@ -5,7 +5,8 @@ that is not its checkpoint's, or a checkpoint of another run or model, is unveri
 metrics.json that disagrees with its artifacts "differs" and the recomputed value is the
 one reported. Problems 1 and 2 use tiny data and untrained weights of the prescribed
 configuration built here (the trained weights are not committed); Problem 3 the committed
-samples and logs, with the real data where it exists.
+logs and samples, with toy weights of its main run built here (the grader samples them),
+and the real data where it exists.
 """
 
 import dataclasses
@@ -357,17 +358,109 @@ def copy_problem3(folder: Path) -> Path:
     return folder
 
 
-def test_problem3_the_committed_samples_and_logs_are_verified(tmp_path):
+def main_checkpoint(folder: Path, **changes) -> dict:
+    """model_{MAIN_RUN}.pth in folder: the prescribed configuration of the main run (the
+    committed log's, so seed included), its last step and the homework's vocabulary, with
+    toy weights that make short samples fast: every step draws "C" (p = 0.73) or EOS
+    (0.27), whatever came before. changes: config fields or checkpoint entries to change."""
+    from problem3.config import checkpoint_extras
+    from provided.smiles import HOMEWORK_TOKENS, SmilesVocab
+
+    log = json.loads((results_dir("problem3") / f"training_log_{rc.MAIN_RUN}.json").read_text())
+    saved = {**log["config"], **{k: v for k, v in changes.items() if k in log["config"]}}
+    config = rc.P3Config(**saved)
+    torch.manual_seed(0)
+    model = config.build_model()
+    vocab = SmilesVocab(HOMEWORK_TOKENS)
+    with torch.no_grad():
+        model.head.weight.zero_()
+        model.head.bias.fill_(-30.0)
+        model.head.bias[vocab.stoi["C"]] = 2.0
+        model.head.bias[2] = 1.0  # EOS
+    extras = {**checkpoint_extras(vocab, config.steps),
+              **{k: v for k, v in changes.items() if k not in log["config"]}}
+    (folder / f"model_{rc.MAIN_RUN}.pth").write_bytes(checkpoint_bytes(config, model, **extras))
+    return extras
+
+
+P3_MAIN_QUANTITIES = ("well_formed", "validity", "uniqueness", "novelty")
+
+
+def toy_scores(folder: Path, data: Path) -> dict:
+    """What the grader must find for main_checkpoint's weights in folder: the reference
+    sampler's draw at seed SAMPLE_SEED, scored (computed here by its own steps)."""
+    from problem3.sample import sample_run
+
+    model, vocab = rc.load_main(folder)
+    samples = sample_run(model, vocab, rc.NUM_SAMPLES, 1.0, rc.SAMPLE_SEED, "cpu")
+    assert all(set(s) <= {"C"} for s in samples), "the toy weights draw only C and EOS"
+    found = rc.scored(samples, (data / "smiles" / "train.txt").read_text().split())
+    return {q: found[q] for q in P3_MAIN_QUANTITIES}
+
+
+@pytest.fixture
+def toy(tmp_path):
+    """The committed Problem 3 results with main_checkpoint's weights beside them."""
+    folder = copy_problem3(tmp_path / "toy")
+    main_checkpoint(folder)
+    return folder
+
+
+def test_problem3_main_run_is_scored_from_the_grader_s_own_draw_of_its_weights(data, toy):
+    found = rc.recompute("problem3", toy, data, data_sha1=None)["main"]
+    expected = toy_scores(toy, data)
+    for quantity, entry in found.items():
+        assert entry["value"] == expected[quantity], (quantity, entry)
+        assert f"drew from model_{rc.MAIN_RUN}.pth" in entry["why"]
+    # the committed samples come from the reference's weights, not these: the file is
+    # reported as not theirs, and the scores are the weights' (validity 1, all "C...C")
+    assert found["validity"]["value"] > 0.5 > found["uniqueness"]["value"]
+    assert "is not a sample of these weights" in found["validity"]["why"]
+    assert "earns nothing by itself" in found["validity"]["why"]
+    again = rc.recompute("problem3", toy, data, data_sha1=None)["main"]
+    assert again == found, "the grader's draw must be the same every time"
+
+
+def test_problem3_the_committed_logs_are_verified_and_samples_alone_earn_nothing(tmp_path):
     data = real_data()
     found = rc.recompute("problem3", results_dir("problem3"), data)
-    assert statuses(found) == {"verified"}
+    weights = results_dir("problem3") / f"model_{rc.MAIN_RUN}.pth"
     final = json.loads((results_dir("problem3") / "metrics.json").read_text())["main"]
     for quantity, entry in found["main"].items():
-        assert entry["value"] == final["by_step"][-1][quantity]
+        if weights.exists():  # after `make problem3`: the grader's draw is sample.py's
+            assert entry["status"] == "verified", entry
+            assert entry["value"] == final["by_step"][-1][quantity]
+        else:  # a fresh clone: the committed samples file has no weights behind it
+            assert entry["status"] == "unverified" and weights.name in entry["why"], entry
     from_logs = bands.problem3_quantities(results_dir("problem3"))
     for cell, quantities in found.items():
+        if cell == "main":
+            continue
         for quantity, entry in quantities.items():
+            assert entry["status"] == "verified"
             assert entry["value"] == from_logs[cell][quantity], (cell, quantity)
+
+
+@pytest.mark.parametrize("changes, needle", [
+    ({"seed": 1}, "is not the log of its checkpoint"),  # another seed's weights, this log
+    ({"lr": 0.01, "warmup": 0, "steps": 1500, "checkpoint_every": 0},
+     "is not the prescribed run"),  # another run's weights under this run's name
+    ({"step": 3000}, "is not the run's last step"),
+    ({"vocab": ["C", "c"]}, "the homework's vocabulary"),
+])
+def test_problem3_main_weights_of_another_seed_run_step_or_vocabulary_are_unverified(
+        data, toy, changes, needle):
+    main_checkpoint(toy, **changes)
+    found = rc.recompute("problem3", toy, data, data_sha1=None)["main"]
+    for entry in found.values():
+        assert entry["status"] == "unverified" and needle in entry["why"], entry
+
+
+def test_problem3_main_weights_that_are_damaged_are_unverified(data, toy):
+    path = toy / f"model_{rc.MAIN_RUN}.pth"
+    path.write_bytes(path.read_bytes()[:5000])
+    found = rc.recompute("problem3", toy, data, data_sha1=None)["main"]
+    assert {e["status"] for e in found.values()} == {"unverified"}
 
 
 def test_problem3_sweep_logs_must_be_their_cells_and_consistent(data, tmp_path):
@@ -401,31 +494,31 @@ def test_problem3_sweep_logs_must_be_their_cells_and_consistent(data, tmp_path):
     assert found["pre_lr0.03_w500"]["trains"]["status"] == "verified"
 
 
-def test_problem3_samples_that_no_model_of_the_homework_wrote_are_unverified(data, tmp_path):
+def test_problem3_a_samples_file_no_model_of_the_homework_wrote_is_not_compared(data, toy):
     samples = (results_dir("problem3") / f"samples_{rc.MAIN_RUN}.txt").read_text()
     lines = samples[:-1].split("\n")
-    path = tmp_path / f"samples_{rc.MAIN_RUN}.txt"
+    path = toy / f"samples_{rc.MAIN_RUN}.txt"
     def edited(number: int, line: str) -> str:
         return "\n".join(lines[:number - 1] + [line] + lines[number:]) + "\n"
+    expected = toy_scores(toy, data)
     for text, needle in [("\n".join(lines[:-1]) + "\n", "1000 lines"),
                          (edited(6, "C[NH3+]C"), "line 6"), (edited(8, "C" * 51), "over 50"),
                          (samples[:-1], "1000 lines")]:
         path.write_text(text)
-        found = rc.recompute("problem3", tmp_path, data, data_sha1=None)["main"]
-        assert {e["status"] for e in found.values()} == {"unverified"}
+        found = rc.recompute("problem3", toy, data, data_sha1=None)["main"]
+        assert {q: e["value"] for q, e in found.items()} == expected
+        assert "was not compared" in found["validity"]["why"]
         assert needle in found["validity"]["why"], found["validity"]["why"]
 
 
-def test_problem3_metrics_that_disagree_with_the_samples_differ(data, tmp_path):
-    lines = [line for line in (data / "smiles" / "train.txt").read_text().split("\n") if line]
-    samples = (lines * 3)[:rc.NUM_SAMPLES]  # every sample a training molecule: novelty 0
-    (tmp_path / f"samples_{rc.MAIN_RUN}.txt").write_text("\n".join(samples) + "\n")
-    write_json(tmp_path / "metrics.json", {"main": {"by_step": [
-        {"well_formed": 1.0, "validity": 1.0, "uniqueness": 0.9, "novelty": 1.0}]}})
-    found = rc.recompute("problem3", tmp_path, data, data_sha1=None)["main"]
-    assert found["novelty"]["value"] == 0.0 and found["novelty"]["status"] == "differs"
-    assert found["validity"] == {**found["validity"], "value": 1.0, "status": "verified"}
-    assert found["uniqueness"]["value"] == pytest.approx(len(set(lines)) / rc.NUM_SAMPLES)
+def test_problem3_metrics_that_disagree_with_the_grader_s_draw_differ(data, toy):
+    expected = toy_scores(toy, data)
+    write_json(toy / "metrics.json", {"main": {"by_step": [
+        {**expected, "novelty": 1.0 - expected["novelty"] + 0.5}]}})
+    found = rc.recompute("problem3", toy, data, data_sha1=None)["main"]
+    assert found["novelty"]["status"] == "differs"
+    assert found["validity"] == {**found["validity"], "value": expected["validity"],
+                                 "status": "verified"}
 
 
 def test_novelty_is_exact_against_the_whole_canonical_training_set(data):

@@ -69,7 +69,8 @@ def tree(tmp_path):
         write(root / problem / "test_mine.py", "def test_x():\n    pass\n")
         write(root / problem / "notes.txt", "scratch")
     results3 = root / "problem3" / "results"
-    write(results3 / f"model_{MAIN_RUN}.pth", fake_weights())  # Problem 3's: not read
+    write(results3 / f"model_{MAIN_RUN}.pth", fake_weights())  # the grader samples it
+    expected.add(f"problem3/results/model_{MAIN_RUN}.pth")
     write(results3 / f"resume_{MAIN_RUN}.pth", fake_weights())
     write(results3 / "cache" / "tokens.npy")
     write(results3 / "checkpoints" / "step_1000.pth", fake_weights())
@@ -158,7 +159,8 @@ def test_the_zip_of_the_handout_is_partial_work_not_a_failure(tmp_path, capsys):
     ("problem2/results/training_log_rotary.json",
      "training_log_rotary.json is missing beside model_rotary.pth"),
     ("problem1/results/metrics.json", "problem1/results/metrics.json is missing"),
-    (f"problem3/results/samples_{MAIN_RUN}.txt", "the sample scores are unverified"),
+    (f"problem3/results/model_{MAIN_RUN}.pth",
+     "the grader draws the samples it scores from these weights"),
     ("problem3/results/training_log_post_lr0.03_w0_s1500.json",
      "run post_lr0.03_w0_s1500 is unverified"),
     ("problem2/positional.py", "problem2/positional.py is missing: every part it holds"),
@@ -225,7 +227,7 @@ def test_files_over_the_graders_limits_are_errors(tree, tmp_path, capsys, monkey
                in line for line in errors)
     assert "error: problem2/results/model_none.pth: 1.6 KiB, over the 1000 bytes the grader " \
            "reads: it is unverified" in errors
-    assert sum("the grader reads: it is unverified" in line for line in errors) == 10
+    assert sum("the grader reads: it is unverified" in line for line in errors) == 11
     assert all(line.startswith("error: ") for line in errors)
 
 
@@ -319,3 +321,13 @@ def test_the_command_line_ends_without_a_traceback(tree, tmp_path):
                          capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and bad.stdout == ""
     assert bad.stderr.startswith("error: --out ") and len(bad.stderr.splitlines()) == 1
+
+
+def test_a_missing_samples_file_is_a_warning(tree, tmp_path, capsys):
+    """The grader scores its own samples of the long run's weights; the file is compared."""
+    root, expected = tree
+    (root / "problem3" / "results" / f"samples_{MAIN_RUN}.txt").unlink()
+    code, stdout, stderr = run(root, tmp_path / "submission.zip", capsys)
+    assert code == 0, stderr
+    assert any(line.startswith("warning: ") and f"samples_{MAIN_RUN}.txt is missing" in line
+               for line in stderr.splitlines()), stderr
