@@ -35,6 +35,12 @@ P1_STEPS = 2500
 RANGES = {"final_val_loss": (0.0, UNIFORM_LOSS), "steps_to_95": (0.0, P1_STEPS),
           "head_grad_norm_at_100": (0.0, math.inf)}  # every other quantity is a fraction
 SAMPLE_SIZES = {"well_formed": 1000, "validity": 1000, "uniqueness": 1000, "novelty": 1000}
+# quantities read from a training log that no artifact the grader holds reproduces (only a
+# log's last point is tied to its checkpoint): shown as claimed, never points
+CLAIMED = ("steps_to_95", "late_val_exact_match", "final_val_loss", "trains",
+           "head_grad_norm_at_100")
+CLAIMED_WHY = ("claimed: read from a training log, which the submitted weights do not "
+               "reproduce; shown, worth no points")
 
 
 def band_limits(band: dict, quantity: str = "") -> tuple[float, float]:
@@ -52,7 +58,10 @@ def band_limits(band: dict, quantity: str = "") -> tuple[float, float]:
 def grading_verdict(band: dict, quantity: str) -> tuple[bool, str]:
     """(whether the grader applies the band, why not): it needs MIN_SEEDS seeds with a
     value, or as many without one (then only "no value", e.g. never reaching 0.95, is
-    accepted), and an interval that excludes some possible value."""
+    accepted), and an interval that excludes some possible value; never for a CLAIMED
+    quantity."""
+    if quantity in CLAIMED:
+        return False, CLAIMED_WHY
     missing = len(band.get("missing", []))
     if missing >= MIN_SEEDS and not band["n_seeds"]:
         return True, ""

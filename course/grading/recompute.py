@@ -26,9 +26,11 @@ runs leave behind (the grader imports the repository's code, never the submissio
               configuration of its cell and internally consistent (learning rates, steps)
 
 recompute() returns {run: {quantity: {"value", "claimed", "status", "why"}}} for the graded
-quantities of problemN/results/reference_bands.json, with status
+quantities of problemN/results/reference_bands.json (and its claimed ones), with status
 
     verified    an artifact supports value, and metrics.json agrees (or does not state it)
+    claimed     a quantity the bands do not grade because only a training log states it
+                (bands.CLAIMED): its value as the log gives it, shown, worth no points
     differs     an artifact supports value, metrics.json says otherwise or nothing: the
                 submission's own evaluation has a bug; value is still the one judged
     unverified  no artifact supports a number (missing, too large, unreadable, another
@@ -136,9 +138,13 @@ def recompute(problem: str, results: Path, data_dir: Path = DATA_DIR, bands: dic
     out = {}
     for run, quantities in bands.items():
         for quantity, band in quantities.items():
+            entry = computed.get(run, {}).get(quantity)
             if band.get("graded", True):
-                out.setdefault(run, {})[quantity] = computed.get(run, {}).get(quantity) or \
+                out.setdefault(run, {})[quantity] = entry or \
                     unverified("the grader does not recompute this quantity")
+            elif str(band.get("not_graded", "")).startswith("claimed") and entry:
+                out.setdefault(run, {})[quantity] = {**entry, "status": "claimed"} if \
+                    entry["status"] in ("verified", "differs") else entry
     return out
 
 

@@ -113,6 +113,7 @@ def grade_results(kit: Kit, root: Path | None, scratch: Path,
             continue
         checks = [(run, q, band) for run, quantities in bands.items()
                   for q, band in quantities.items() if band.get("graded", True)]
+        claimed = {}  # the quantities only a log states: shown in the status, no points
         folder = root / problem / "results" if root is not None else None
         missing = None  # the result files missing: named by the recomputation's reasons
         if not_graded is not None:
@@ -130,8 +131,12 @@ def grade_results(kit: Kit, root: Path | None, scratch: Path,
                      else found.get(run, {}).get(q) or {
                          "status": "unverified", "why": "nothing was recomputed for it"}
                      for run, q, _ in checks}
+            graded = {(run, q) for run, q, _ in checks}
+            claimed = {(run, q): item for run, quantities in found.items()
+                       if isinstance(quantities, dict) for q, item in quantities.items()
+                       if (run, q) not in graded and isinstance(item, dict)}
             headline = None
-        entries.append(status_entry(problem, points, items, headline, missing))
+        entries.append(status_entry(problem, points, items, headline, missing, claimed))
         for run, quantity, band in checks:
             inside, words = result_words(items[run, quantity], band, quantity)
             entries.append({
@@ -143,11 +148,12 @@ def grade_results(kit: Kit, root: Path | None, scratch: Path,
 
 
 def status_entry(problem: str, points: float, items: dict, headline: str | None,
-                 missing: str | None = None) -> dict:
+                 missing: str | None = None, claimed: dict | None = None) -> dict:
     """A problem's results status, visible before the deadline and worth 0 points: a first
     line (a problem-wide reason, or the count of each status), the result files missing
     (default: those the recomputation found missing), then each graded quantity's status
-    (one line for all where they share it). It names no band and no verdict."""
+    (one line for all where they share it), then the claimed quantities (only a training
+    log states them: shown, no points). It names no band and no verdict."""
     counts = {}
     for item in items.values():
         counts[item.get("status")] = counts.get(item.get("status"), 0) + 1
@@ -170,6 +176,12 @@ def status_entry(problem: str, points: float, items: dict, headline: str | None,
     else:
         lines += [f"{run} {quantity}: {said}"[:STATUS_LINE_CHARS]
                   for (run, quantity), said in words.items()]
+    if claimed:
+        lines += ["", "claimed (only a training log states these; no points):"]
+        lines += [f"{run} {quantity}: " + (
+                  f"{_shown(item.get('value'))} (from {str(item.get('why', ''))[:120]})"
+                  if item.get("status") == "claimed" else status_words(item)
+                  )[:STATUS_LINE_CHARS] for (run, quantity), item in claimed.items()]
     return {"name": f"{problem} results: status (verified, unverified or differs; no points)",
             "score": 0.0, "max_score": 0.0,
             "status": "passed" if counts.get("verified", 0) == len(items) else "failed",

@@ -60,7 +60,8 @@ def test_leave_one_seed_out():
                     if not accepted:
                         outside.append(f"{problem} {run} {quantity} seed {seed}: {value}")
     print(f"leave one seed out: {inside} of {total} accepted")
-    assert total > 200 and inside / total >= 0.95, (inside, total, outside)
+    # every seed of every graded band: 200 since the log-only quantities are claimed
+    assert total >= 200 and inside / total >= 0.95, (inside, total, outside)
 
 
 @pytest.mark.parametrize("quantity, n", [("validity", 1000), ("uniqueness", 1000)])
