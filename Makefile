@@ -60,7 +60,9 @@ data/figures/carries.png: | $(DATA)
 test:
 	$(PY) -m pytest
 
-# every script of every problem on tiny data in a scratch folder (about a minute)
+# every script of every problem on tiny data in a scratch folder (about a minute); a problem
+# that fails is named in one line and the next one runs (one problem: python -m
+# provided.smoke --problem N)
 smoke: data/addition/train.csv data/offset/train.npy
 	$(PY) -m provided.smoke
 

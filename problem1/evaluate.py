@@ -15,6 +15,12 @@ removed alone (metrics.json['ablation']), prunes heads greedily down to none
 (metrics.json['pruning']), and writes the mean attention maps, with the decoder fed its
 own greedy predictions, to results/attention_maps.json. A missing run is reported in one
 line and skipped.
+
+    python evaluate.py --quick --results_dir /tmp/try     (a try on shortened runs)
+
+--quick takes every number on the first QUICK_PAIRS (200) pairs of the test split instead of
+all 2,000: the head analysis, nearly all of the time, then takes seconds, not minutes. Its
+numbers are not the homework's, so it needs a --results_dir of its own.
 """
 
 import argparse
@@ -27,8 +33,17 @@ from problem1.config import ANALYSED_TRAIN_SIZE, PRESCRIBED, load_model
 from problem1.dataset import BOS, DIGIT_ORDERS, AdditionDataset
 from problem1.heads import HEAD_NAMES, HeadRemovalScorer, attention_module
 from problem1.model import score_predictions
-from provided.common import ArgumentParser, HomeworkError, add_common_args, script, setup
+from provided.common import (
+    ArgumentParser,
+    HomeworkError,
+    add_common_args,
+    explicit_results_dir,
+    script,
+    setup,
+)
 from provided.results import BadFileError, read_json, write_json
+
+QUICK_PAIRS = 200  # --quick: the test pairs (the first of the split) every number is taken on
 
 
 def remove_head(model, name: str) -> None:
@@ -99,14 +114,26 @@ def mean_attention_maps(model, dataset, device=None) -> dict:
 def parse_args(argv=None) -> argparse.Namespace:
     parser = ArgumentParser(__doc__)
     add_common_args(parser, "problem1")
-    return parser.parse_args(argv)
+    parser.add_argument("--quick", action="store_true",
+                        help=f"a try: every number on the first {QUICK_PAIRS} test pairs only "
+                             "(needs its own --results_dir)")
+    args = parser.parse_args(argv)
+    if args.quick:
+        explicit_results_dir(args, "problem1", f"an evaluation with --quick (the first "
+                                               f"{QUICK_PAIRS} test pairs)")
+    return args
 
 
-def test_splits(data_dir) -> dict:
-    """{digit order: the test split in that order}; a missing or bad data file stops the
-    script with the data module's message."""
+def test_splits(data_dir, quick: bool = False) -> dict:
+    """{digit order: the test split in that order}, or with quick its first QUICK_PAIRS pairs
+    (all of them where it has no more); a missing or bad data file stops the script with the
+    data module's message."""
     try:
-        return {order: AdditionDataset(data_dir, "test", order) for order in DIGIT_ORDERS}
+        splits = {order: AdditionDataset(data_dir, "test", order) for order in DIGIT_ORDERS}
+        if quick and len(splits["forward"]) > QUICK_PAIRS:
+            splits = {order: AdditionDataset(data_dir, "test", order, QUICK_PAIRS)
+                      for order in DIGIT_ORDERS}
+        return splits
     except (FileNotFoundError, ValueError) as err:
         raise HomeworkError(str(err)) from None
 
@@ -128,9 +155,13 @@ def decoded_runs(args, device):
     PRESCRIBED, greedy-decoded on the test split of its digit order.
 
     Yields (model, its saved Config, the test split, predicted [N, 4] on the CPU). A
-    missing run is skipped with one line; none at all stops the script.
+    missing run is skipped with one line; none at all stops the script. With args.quick
+    the test split is its first QUICK_PAIRS pairs, announced in one line.
     """
-    tests = test_splits(args.data_dir)
+    tests = test_splits(args.data_dir, getattr(args, "quick", False))
+    if getattr(args, "quick", False):
+        print(f"--quick: every number below is taken on the first {len(tests['forward'])} "
+              "test pairs, not the homework's whole test split")
     found = False
     for config in PRESCRIBED:
         loaded = load_run(config, args, device)

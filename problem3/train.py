@@ -12,6 +12,10 @@ since the previous record, the learning rate, and two gradient norms taken befor
 at that step: the output head's weight and all parameters. Validation loss is measured
 every 250 steps and at the last step. A run is named {norm}_lr{lr}_w{warmup}_s{steps}.
 
+A try shorter than the homework's runs (--steps below 1,500) measures its validation loss
+on the first TRY_VAL_STRINGS (1,000) validation strings only, not all 10,000, and its log
+says so (val_strings); the prescribed runs always validate on all of them.
+
 The run is resumable: every 250 steps it saves results/resume_{run}.pth (model, optimizer,
 RNG state, log so far); the same command after an interruption continues from there and
 ends with the same log as an uninterrupted run. A run whose loss goes non-finite keeps
@@ -31,6 +35,7 @@ from problem3.config import (
     BETAS,
     CLIP_NORM,
     LOG_EVERY,
+    SWEEP_STEPS,
     VAL_EVERY,
     Config,
     checkpoint_extras,
@@ -53,6 +58,8 @@ from provided.results import (
     save_run,
 )
 from provided.smiles import SmilesVocab
+
+TRY_VAL_STRINGS = 1000  # the validation strings of a run shorter than SWEEP_STEPS (a try)
 
 
 def lr_at_step(step: int, peak_lr: float, warmup: int) -> float:
@@ -119,6 +126,26 @@ def evaluate_loss(model, dataset: SmilesDataset, device, batch_size: int = EVAL_
     return total / count
 
 
+class FirstStrings:
+    """The first n strings of a SmilesDataset, as evaluate_loss reads one (.inputs,
+    .targets, len)."""
+
+    def __init__(self, dataset: SmilesDataset, n: int):
+        self.inputs, self.targets = dataset.inputs[:n], dataset.targets[:n]
+
+    def __len__(self) -> int:
+        return len(self.inputs)
+
+
+def try_validation(config: Config, val_set: SmilesDataset):
+    """The validation set a run measures its loss on: the whole of it, or for a run shorter
+    than the homework's (config.steps < SWEEP_STEPS) its first TRY_VAL_STRINGS strings, and
+    then that number (None: the whole set)."""
+    if config.steps < SWEEP_STEPS and len(val_set) > TRY_VAL_STRINGS:
+        return FirstStrings(val_set, TRY_VAL_STRINGS), TRY_VAL_STRINGS
+    return val_set, None
+
+
 def parse_args(argv=None) -> argparse.Namespace:
     parser = ArgumentParser(__doc__)
     parser.add_argument("--norm", choices=NORMS, required=True)
@@ -145,7 +172,9 @@ def train(config: Config, vocab: SmilesVocab, train_set: SmilesDataset, val_set:
     """Train one run; returns (log, trained model). Every VAL_EVERY steps the run's state is
     saved to resume_path, and a run that finds one there continues from it (data: the
     fingerprints of the data files, which must match); the step checkpoints of
-    config.checkpoint_every go to out."""
+    config.checkpoint_every go to out. A try (fewer than SWEEP_STEPS steps) validates on
+    the first TRY_VAL_STRINGS strings of val_set (try_validation), and its log's
+    val_strings says so."""
     run = config.run
     model = config.build_model().to(device)
     optimizer = torch.optim.Adam(model.parameters(), lr=config.lr, betas=BETAS)
@@ -154,6 +183,11 @@ def train(config: Config, vocab: SmilesVocab, train_set: SmilesDataset, val_set:
     resumed = resume(resume_path, config, data, model, optimizer, device)
     if resumed is not None:
         log, start = resumed
+    val_set, val_strings = try_validation(config, val_set)
+    if val_strings is not None:  # a try: never a prescribed run, whose log stays as it is
+        log["val_strings"] = val_strings
+        print(f"{run}: a run shorter than {SWEEP_STEPS} steps: validation on the first "
+              f"{val_strings} validation strings only")
 
     inputs_all, targets_all = train_set.inputs.to(device), train_set.targets.to(device)
     losses = []
