@@ -67,9 +67,14 @@ def test_remove_head_names_map_to_their_modules():
     remove_head(model, "enc0.self.h0")
     remove_head(model, "dec0.self.h3")
     state = model.state_dict()
-    assert (state["encoder_layers.0.self_attn.W_o.weight"][:, :32] == 0).all()
-    assert (state["decoder_layers.0.self_attn.W_o.weight"][:, 96:] == 0).all()
-    assert (state["decoder_layers.0.cross_attn.W_o.weight"] != 0).all()
+    assert (state["encoder_layers.0.self_attn.W_o.weight"][:, :32] == 0).all(), (
+        "remove_head('enc0.self.h0') must zero columns 0:32 of encoder_layers.0.self_attn's "
+        "W_o (head 0's input columns): is another projection or module changed instead?")
+    assert (state["decoder_layers.0.self_attn.W_o.weight"][:, 96:] == 0).all(), (
+        "remove_head('dec0.self.h3') must zero columns 96:128 of decoder_layers.0.self_attn's "
+        "W_o (head 3's input columns): is another projection or module changed instead?")
+    assert (state["decoder_layers.0.cross_attn.W_o.weight"] != 0).all(), (
+        "remove_head('dec0.self.h3') must leave the cross-attention (dec0.cross) as it is")
 
 
 # A score over sets of removed heads, worked out by hand. Alone, B costs least (0.05), then
@@ -180,7 +185,11 @@ def test_head_removal_scorer_matches_greedy_decoding():
     for removed in sets:
         expected, _ = score_predictions(greedy(removed), targets)
         scores.append(score(removed))
-        assert scores[-1] == expected, removed
+        assert scores[-1] == expected, (  # HeadRemovalScorer is given code: remove_head is yours
+            f"HeadRemovalScorer (given code) removes heads with your remove_head: without "
+            f"{removed} it must score greedy decoding's exact match {expected:.3f}, not "
+            f"{scores[-1]:.3f}: does remove_head zero exactly that head's d_k input columns "
+            "of W_o (see test_remove_head_changes_exactly_one_head)?")
     assert 0.5 <= scores[0] < 1 and 0.5 <= scores[4] < 1  # the halves the targets took
     assert len(set(scores)) >= 4 and min(scores) < 0.5
     for name, tensor in model.state_dict().items():  # the model given is never changed

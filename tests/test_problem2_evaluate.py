@@ -130,9 +130,13 @@ def test_per_position_counts_with_a_stub_model():
     targets = torch.full_like(tokens, IGNORE_INDEX)
     targets[:, 7:] = tokens[:, :-7]
     counts = evaluate.per_position_counts(ReadsKeyAtDistance(7), tokens, targets, batch_size=1)
-    assert counts["count"].tolist() == [0] * 7 + [2] * 121, (
+    got = counts["count"].tolist()
+    why = ("it is the last batch's count only: are the batches' counts summed (+=), or "
+           "overwritten (=)?" if got == [0] * 7 + [1] * 121 else
+           "are positions without a target (IGNORE_INDEX) counted?")
+    assert got == [0] * 7 + [2] * 121, (
         "per_position_counts' count must be the number of targets at each position, summed "
-        "over the sequences: are positions without a target (IGNORE_INDEX) counted?")
+        f"over the sequences and batches (batches of one sequence here): {why}")
     # Token 0 is the target in sequence 0 at positions 7..70: 57 + 7 of 121 targets.
     assert counts["correct"].tolist() == [0] * 7 + [1] * 64 + [0] * 57, (
         "per_position_counts' correct must count the right predictions at each position, "

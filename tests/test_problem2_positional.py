@@ -303,9 +303,13 @@ def test_apply_rotary_position_zero_is_identity_and_norms_are_kept():
     first, second = x[:, 1, 0].double(), x[:, 1, 1].double()
     turned = torch.stack([first * math.cos(1) - second * math.sin(1),
                           first * math.sin(1) + second * math.cos(1)], dim=-1)
+    unchanged = torch.allclose(out[:, 1, :2].double(), x[:, 1, :2].double(), atol=1e-5)
+    why = ("it is left as it is: are the positions ignored, or x returned unchanged?"
+           if unchanged else "is it paired with another coordinate (pairs (x_i, x_i+d/2), "
+           "the half-split layout, instead of (x_2i, x_2i+1)), or turned by another angle?")
     torch.testing.assert_close(out[:, 1, :2].double(), turned, atol=1e-5, rtol=0, msg=lambda m: (
-        "apply_rotary must rotate pair (x_0, x_1) at position 1 by 1 radian (theta_0 = 1), "
-        f"not leave it as it is: are the positions ignored, or x returned unchanged?\n{m}"))
+        "apply_rotary must rotate pair (x_0, x_1) at position 1 by 1 radian (theta_0 = 1): "
+        f"{why}\n{m}"))
     torch.testing.assert_close(out.norm(dim=-1), x.norm(dim=-1), atol=1e-4, rtol=1e-5)
     pair_norms = lambda t: t.unflatten(-1, (32, 2)).norm(dim=-1)  # noqa: E731
     torch.testing.assert_close(pair_norms(out), pair_norms(x), atol=1e-5, rtol=1e-5)

@@ -71,6 +71,24 @@ def test_loss_and_correct_by_hand():
         "for both correct and count: are ignored positions counted?")
 
 
+def loss_and_correct_note() -> str:
+    """evaluate_split and train_epoch rely on loss_and_correct: a sentence that says to fix
+    it first when it fails test_loss_and_correct_by_hand's case (a probe, so that the
+    grader's message says it too), else ''."""
+    logits = torch.tensor([[[2.0, 0.0], [0.0, 1.0], [5.0, 0.0]]])
+    targets = torch.tensor([[0, 0, IGNORE_INDEX]])
+    expected = -math.log(math.exp(2) / (math.exp(2) + 1)) - math.log(1 / (1 + math.e))
+    try:
+        loss_sum, correct, count = train.loss_and_correct(logits, targets)
+        right = (float(loss_sum) == pytest.approx(expected, rel=1e-6)
+                 and (int(correct), int(count)) == (1, 2))
+    except Exception:
+        right = False
+    return "" if right else ("your loss_and_correct fails its own test "
+                             "(test_loss_and_correct_by_hand): fix it first, this function "
+                             "relies on it. ")
+
+
 def _offset_batch(n: int = 10, length: int = 12, k: int = 3):
     tokens = torch.randint(0, 16, (n, length), generator=torch.Generator().manual_seed(2))
     targets = torch.full_like(tokens, IGNORE_INDEX)
@@ -122,9 +140,12 @@ def test_train_epoch_without_a_cap_takes_every_batch():
     result = train.train_epoch(model, SGD(model.parameters(), lr=0.5), tokens, targets,
                                sandbox_torch.Generator().manual_seed(7), batch_size=4,
                                max_steps=float("inf"))
-    assert int(result["steps"]) == 3, (
-        "train_epoch with max_steps=float('inf') must take every batch (3 of 4 rows from 10): "
-        "range(max_steps) or int(max_steps) fails on the infinite cap every real run passes")
+    steps = int(result["steps"])
+    why = ("is the incomplete last batch (2 rows) dropped?" if steps == 2 else
+           "range(max_steps) or int(max_steps) fails on the infinite cap every real run passes")
+    assert steps == 3, (
+        "train_epoch with max_steps=float('inf') must take every batch (3 of 4 rows from 10), "
+        f"not {steps}: {why}")
 
 
 def test_evaluate_split_pools_uneven_batches():
@@ -146,9 +167,11 @@ def test_evaluate_split_pools_uneven_batches():
            "is the summed loss divided by the number of sequences or positions, ignored "
            "ones included, instead of the targets?")
     assert float(result["loss"]) == pytest.approx(mean_loss, rel=1e-6), (
+        f"{loss_and_correct_note()}"
         "evaluate_split's loss must be the batches' summed losses divided by the number of "
         f"targets ({mean_loss:.4f} here), not {float(result['loss']):.4f}: {why}")
     assert float(result["accuracy"]) == pytest.approx(wanted.count(1) / len(wanted)), (
+        f"{loss_and_correct_note()}"
         "evaluate_split's accuracy must pool the counts of every batch (all correct over all "
         "targets): is it a mean of per-batch accuracies?")
 

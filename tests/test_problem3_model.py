@@ -172,8 +172,22 @@ def test_decoder_is_causal(norm):
     changed[:, 6:] = torch.randint(3, 12, (2, 4))
     a, b = model(ids), model(changed)
     assert a.shape == (2, 10, 12)
-    torch.testing.assert_close(a[:, :6], b[:, :6])
-    assert not torch.allclose(a[:, 6:], b[:, 6:])
+    torch.testing.assert_close(a[:, :6], b[:, :6], msg=lambda m: (
+        f"{mask_note()}DecoderLM must be causal: changing tokens 6.. changed the logits of "
+        "positions 0..5 (does forward pass causal_mask to every block, and each block to its "
+        f"attention, True = attend?)\n{m}"))
+    assert not torch.allclose(a[:, 6:], b[:, 6:]), (
+        "DecoderLM's logits at positions 6.. must depend on the tokens there")
+
+
+def mask_note() -> str:
+    """The model relies on causal_mask: a sentence that says to fix it first if it fails its
+    own test (a probe, so that the grader's message says it too), else ''."""
+    mask = causal_mask(5)
+    if mask.dtype == torch.bool and torch.equal(mask, torch.ones(5, 5, dtype=torch.bool).tril()):
+        return ""
+    return ("your causal_mask fails its own test (test_causal_mask: a bool tensor, True on "
+            "and below the diagonal): fix it first, DecoderLM masks with it. ")
 
 
 def test_embeddings_are_not_scaled_and_use_default_init():
@@ -184,9 +198,15 @@ def test_embeddings_are_not_scaled_and_use_default_init():
     # the first block's input, passed by position or by name, recorded next to the code
     block_in, _ = submission("tests.tiny_problem3").inputs_during(model.blocks[0], model, ids)
     assert block_in, "DecoderLM must run its first block"
+    shifted = [start for start in range(1, 4) if torch.allclose(  # positions from 1, 2, 3
+        block_in[0], state["tok_emb.weight"][ids] + state["pos_emb.weight"][start:start + 2],
+        atol=1e-5)]
+    why = (f"its positions start at {shifted[0]}, not 0: positions are arange(start, "
+           "start + T), start 0 without a cache" if shifted else
+           "is the position embedding left out, or an embedding scaled (by sqrt(d_model))?")
     torch.testing.assert_close(block_in[0], x, msg=lambda m: (
-        "the first block's input must be tok_emb(ids) + pos_emb(positions), unscaled: is the "
-        f"position embedding left out, or an embedding scaled (by sqrt(d_model))?\n{m}"))
+        f"the first block's input must be tok_emb(ids) + pos_emb(positions), unscaled: {why}"
+        f"\n{m}"))
     assert 0.8 < state["tok_emb.weight"].std() < 1.2, (  # nn.Embedding's N(0, 1)
         "tok_emb must keep nn.Embedding's default N(0, 1) initialization")
 
@@ -211,6 +231,7 @@ def test_decoder_lm_composes_its_modules(norm):
             "if test_block_matches_its_formula fails too, fix Block first; else is a module "
             "skipped or applied twice?")
     torch.testing.assert_close(logits, by_formula(), msg=lambda m: (
+        f"{mask_note()}"
         "DecoderLM(ids) must be head(ln_f(blocks(tok_emb(ids) + pos_emb(positions)))), ln_f "
         f"for pre-LN only: {hint}\n{m}"))
 

@@ -38,16 +38,48 @@ def vocab():
 
 
 # ----------------------------------------------------------------------------- sampling
+def last_position_note(vocab) -> str:
+    """'' when each step of generate draws the next token from the logits at the last
+    position; else what a probe found instead, which the tests that talk about EOS say
+    first (a sampler reading another position never sees EOS come). The probe: a model whose
+    next token follows from the current one alone (BOS -> C -> N -> EOS, at every position,
+    whatever the cache), so that its samples are 'CN' exactly, at any temperature."""
+    stoi = SmilesVocab(TOKENS).stoi
+    table = torch.full((len(vocab), len(vocab)), -1e9)
+    for a, b in ((BOS, stoi["C"]), (stoi["C"], stoi["N"]), (stoi["N"], EOS), (EOS, EOS),
+                 (PAD, EOS)):
+        table[a, b] = 0.0
+    try:
+        got = generate(stubs.TableLM(table), vocab, 2, max_len=8)
+    except Exception as error:  # the test's own call shows the error
+        return f"generate raised {type(error).__name__} on a model of logits [B, T, V]"
+    if got == ["CN"] * 2:
+        return ""
+    if got == ["C" * 6] * 2:
+        return ("generate_batch draws every token from the logits of the first position (the "
+                "ones after BOS), not the last: the next token's logits are model(ids)[:, -1], "
+                "so no sample ever reaches EOS")
+    return (f"with a model that always continues BOS -> C -> N -> EOS, generate gives {got}, "
+            "not ['CN', 'CN']: does each step draw from the logits at the last position, "
+            "model(ids)[:, -1], and feed the sequence so far back in?")
+
+
 def test_generate_stops_at_eos_and_caps_the_length(vocab):
     stoi = SmilesVocab(TOKENS).stoi  # the same ids, here
     C, O = stoi["C"], stoi["O"]
     model = stubs.ScriptedLM([C, C, O, EOS, C, C], len(vocab))
     assert generate(model, vocab, 3, batch_size=2) == ["CCO"] * 3, (
+        last_position_note(vocab) or
         "each sample must end at its first EOS, and num_samples must be drawn across batches")
     endless = stubs.ScriptedLM([C] * 100, len(vocab))
-    assert generate(endless, vocab, 1, max_len=8) == ["C" * 6], (  # max_len counts BOS, EOS
-        "a sample without EOS must stop at max_len - 2 tokens (max_len counts BOS and EOS): "
-        "is the sampling loop one step too long?")
+    capped = generate(endless, vocab, 1, max_len=8)
+    steps = len(capped[0]) - 6 if capped and set(capped[0]) == {"C"} else None
+    assert capped == ["C" * 6], (  # max_len counts BOS and EOS
+        last_position_note(vocab) or
+        "a sample without EOS must stop at max_len - 2 tokens (max_len counts BOS and EOS; "
+        f"6 C's here), not {capped}: " + (
+            f"is the sampling loop {abs(steps)} step{'s' * (abs(steps) != 1)} too "
+            f"{'long' if steps > 0 else 'short'}?" if steps else "is the length capped?"))
 
 
 def first_token_lm(vocab_size: int, stoi: dict, probabilities: dict):
@@ -72,6 +104,7 @@ def test_generate_samples_from_softmax_of_logits_over_temperature(vocab, tempera
     samples = generate(model, vocab, 1500, temperature=temperature, max_len=10,
                        generator=sandbox_torch.Generator().manual_seed(2))
     assert len(samples) == 1500 and set(samples) <= {"C", "Ncn", "O"}, (
+        last_position_note(vocab) or
         "every sample must run to its own EOS ('C', 'Ncn' or 'O' here): are the other samples "
         f"of a batch cut short when the first one ends? got {sorted(set(samples))[:6]}")
     tempered = {t: q ** (1 / temperature) for t, q in p.items()}
@@ -109,9 +142,15 @@ def test_generate_is_seeded_and_lower_temperature_lowers_diversity(vocab):
         "generate must sample with torch.multinomial from the generator given: one seed must "
         "give the same samples, another seed others (is the generator not passed, or the "
         "argmax taken instead of sampling?)")
-    assert len(set(draw(0.2))) < len(set(draw(1.0))) < len(set(draw(3.0))), (
-        "a lower temperature must give fewer distinct samples: are the logits multiplied by "
-        "the temperature instead of divided?")
+    distinct = [len(set(draw(t))) for t in (0.2, 1.0, 3.0)]
+    why = ("the temperature has no effect (is it applied after the softmax, or ignored?)"
+           if len(set(distinct)) == 1 else
+           "more distinct samples at a lower temperature: are the logits multiplied by the "
+           "temperature instead of divided?" if distinct[0] > distinct[2] else
+           "is the temperature applied to every step's logits?")
+    assert distinct[0] < distinct[1] < distinct[2], (
+        "a lower temperature must give fewer distinct samples (T = 0.2, 1, 3 gave "
+        f"{distinct}): {why}")
 
 
 def test_sample_script_writes_the_samples(tmp_path, monkeypatch):
