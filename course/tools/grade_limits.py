@@ -15,8 +15,8 @@ anything of the attack was left in /dev/shm or on the disk. The attack must scor
 grader survive.
 
 --footprint grades this repository itself (the reference: its code, its results and
-whatever weights lie in problem1/results and problem2/results; a real submission carries
-the ten) with every part and the default limits, in the same cgroup, and prints its score,
+whatever weights lie in problemN/results; a real submission carries eleven: the ten of
+Problems 1 and 2 and Problem 3's long run) with every part and the default limits, in the same cgroup, and prints its score,
 the CPU-seconds of the whole process tree (cpuacct), the cgroup's peak with page cache,
 the peak of its anonymous memory (memory.stat's rss, sampled every 0.1 s), OOM kills and the
 wall time; it fails unless every point is earned within FOOTPRINT_CPU_S and PEAK_ANON_MIB.
@@ -146,7 +146,7 @@ def footprint() -> int:
     print(f"{'ok  ' if ok else 'FAIL'} the reference: exit {status}, {score:g}/{top:g}, "
           f"{cpu:.1f} CPU-s (budget {FOOTPRINT_CPU_S}), anonymous peak {anon[0] >> 20} MiB "
           f"(budget {PEAK_ANON_MIB}), peak with page cache {peak} MiB, {kills} OOM kills, "
-          f"{wall:.0f} s; weights: {len(list(REPO_ROOT.glob('problem[12]/results/model_*.pth')))}"
+          f"{wall:.0f} s; weights: {len(list(REPO_ROOT.glob('problem[123]/results/model_*.pth')))}"
           f"{'; unverified: ' + ', '.join(unverified) if unverified else ''}", flush=True)
     return 0 if ok else 1
 
