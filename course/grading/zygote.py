@@ -101,12 +101,13 @@ def zygote_main(path: str) -> None:
 
 
 def allowed(connection: socket.socket, request: dict) -> bool:
-    """Whether the peer may ask for this child: root (the grader, a judge before it drops
-    root) anything; a judge's own user (hw-judge...) only a sandbox that runs as a sandbox
-    user (hw-sandbox...), never one that stays root; nobody else anything."""
+    """Whether the peer may ask for this child: root or the zygote's own user (the grader,
+    a judge before it drops root, or anything of a grader not run as root, unsealed)
+    anything; a judge's own user (hw-judge...) only a sandbox that runs as a sandbox user
+    (hw-sandbox...), never one that stays root; nobody else anything."""
     _, uid, _ = struct.unpack("3i", connection.getsockopt(
         socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))
-    if uid == 0:
+    if uid in (0, os.getuid()):
         return True
     asked = request.get("uid")
     if not (_user(uid).name.startswith(JUDGE_USER) and request.get("entry") == "sandbox"

@@ -9,6 +9,8 @@ import errno
 import json
 import os
 import re
+import shutil
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -291,3 +293,40 @@ def test_a_judge_holds_no_privilege_and_gets_no_root_sandbox():
     found = json.loads(re.search(r"WHO (\{.*?\}) END", output).group(1))
     assert found["uid"] != 0 and found["caps"] == ["0000000000000000"], found
     assert found["root_sandbox"] == "", f"the zygote forked a root sandbox: {found}"
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"),
+                    reason="needs root to act as an unprivileged grader")
+def test_a_grader_not_run_as_root_still_grades():
+    """A TA's laptop: the grader as an ordinary user (unsealed: judges and sandboxes as that
+    user), whom the zygote must serve like root. The reference earns all of part p1a."""
+    import pwd
+    import subprocess
+
+    from course.grading.users import remove_tree
+    from provided.common import REPO_ROOT
+
+    nobody = pwd.getpwnam("nobody")
+    copy = Path(tempfile.mkdtemp(prefix="unsealed_"))
+    try:
+        files = subprocess.run(["git", "ls-files"], cwd=REPO_ROOT, capture_output=True,
+                               text=True, check=True).stdout.split()
+        for name in files + [str(p.relative_to(REPO_ROOT))
+                             for p in (REPO_ROOT / "data" / "addition").glob("*")]:
+            (copy / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(REPO_ROOT / name, copy / name)
+        for path in [copy, *copy.rglob("*")]:
+            os.chown(path, nobody.pw_uid, nobody.pw_gid)
+        done = subprocess.run(
+            ["setpriv", f"--reuid={nobody.pw_uid}", f"--regid={nobody.pw_gid}",
+             "--clear-groups", "env", f"HOME={copy}", f"PYTHONPATH={copy}", sys.executable,
+             "-m", "course.grading.grade", ".", "--parts", "p1a", "--jobs", "1",
+             "--code-only", "--out", str(copy / "results.json")],
+            cwd=copy, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr[-2000:]
+        results = json.loads((copy / "results.json").read_text())
+        tests = [t for t in results["tests"] if t["tags"] == ["p1a"]]
+        assert tests and all(t["score"] == t["max_score"] for t in tests), [
+            t["output"][:300] for t in tests if t["score"] < t["max_score"]][:2]
+    finally:
+        remove_tree(copy)
