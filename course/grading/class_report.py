@@ -487,14 +487,21 @@ def page(csv_path: Path, parts: list[str], rows: list[Row], analysed: list[str],
 
 
 # ------------------------------------------------------------------------------- main
-def parse_args(argv=None):
-    parser = ArgumentParser(__doc__)
+def class_parser(doc: str, folder: str, holds: str) -> ArgumentParser:
+    """The command line of a tool that reads a --csv grading: the CSV, --out (the report's
+    folder) and --<folder>, the folder holding <submission>/<holds>."""
+    parser = ArgumentParser(doc)
     parser.add_argument("csv", type=Path, help="the CSV of python -m course.grading.grade --csv")
     parser.add_argument("--out", type=Path, default=None,
                         help="the report's folder (default: class_report/ beside the CSV)")
-    parser.add_argument("--results", type=Path, default=None,
-                        help="the folder holding <submission>/results.json (default: "
+    parser.add_argument(f"--{folder}", type=Path, default=None,
+                        help=f"the folder holding <submission>/{holds} (default: "
                              f"{GRADED_FOLDER}/ beside the CSV)")
+    return parser
+
+
+def parse_args(argv=None):
+    parser = class_parser(__doc__, "results", "results.json")
     parser.add_argument("--catalogue", type=Path, default=None,
                         help="the mistake catalogue "
                              "(python -m course.grading.mutants --json FILE); "

@@ -77,10 +77,10 @@ from itertools import combinations
 from pathlib import Path
 
 from course.grading import rubric as RUBRIC
-from course.grading.class_report import read_scores
+from course.grading.class_report import class_parser, read_scores
 from course.grading.handout import SOLUTION_FILE, definitions, source_lines, strip_solutions
 from course.grading.intake import GRADED_FOLDER
-from provided.common import REPO_ROOT, ArgumentParser, fail, script
+from provided.common import REPO_ROOT, fail, script
 from provided.results import atomic_write_text, write_json
 
 NOISE = 20  # k: filtered characters per fingerprint (copydetect's noise threshold)
@@ -324,13 +324,7 @@ def html_view(shown: list[Pair], prints: dict, fingerprints, rule: str) -> str:
 
 # ------------------------------------------------------------------------------- main
 def parse_args(argv=None):
-    parser = ArgumentParser(__doc__)
-    parser.add_argument("csv", type=Path, help="the CSV of python -m course.grading.grade --csv")
-    parser.add_argument("--out", type=Path, default=None,
-                        help="the output folder (default: class_report/ beside the CSV)")
-    parser.add_argument("--code", type=Path, default=None,
-                        help="the folder holding <submission>/problemN/*.py as graded "
-                             f"(default: {GRADED_FOLDER}/ beside the CSV)")
+    parser = class_parser(__doc__, "code", "problemN/*.py as graded")
     parser.add_argument("--threshold", type=float, default=THRESHOLD,
                         help=f"a unit matches at this score in both directions (default "
                              f"{THRESHOLD})")
