@@ -14,12 +14,13 @@ its score, the reason its tests give, the cgroup's peak memory and OOM kills, an
 anything of the attack was left in /dev/shm or on the disk. The attack must score 0 and the
 grader survive.
 
---footprint grades this repository itself (the reference: its code, its results and
-whatever weights lie in problemN/results; a real submission carries eleven: the ten of
-Problems 1 and 2 and Problem 3's long run) with every part and the default limits, in the same cgroup, and prints its score,
-the CPU-seconds of the whole process tree (cpuacct), the cgroup's peak with page cache,
-the peak of its anonymous memory (memory.stat's rss, sampled every 0.1 s), OOM kills and the
-wall time; it fails unless every point is earned within FOOTPRINT_CPU_S and PEAK_ANON_MIB.
+--footprint grades this repository itself (the reference: its code, its results and whatever
+weights lie in problemN/results; a real submission carries eleven: the ten of Problems 1 and
+2 and Problem 3's long run) with every part and the default limits, in the same cgroup, and
+prints its score, the CPU-seconds of the whole process tree (cpuacct), the cgroup's peak
+with page cache, the peak of its anonymous memory (memory.stat's rss, sampled every 0.1 s),
+OOM kills and the wall time; it fails unless every point is earned within FOOTPRINT_CPU_S
+and PEAK_ANON_MIB.
 """
 
 import json
