@@ -192,8 +192,7 @@ class SandboxTransport:
         from tests import seam
 
         folders = [str(folder) for folder in self.shared()]
-        self.warden.call("lend", tree=self.tree, folders=folders)
-        self.warden.call("go", tree=self.tree)
+        self.warden.call("go", tree=self.tree, folders=folders)
         try:
             seam.send(self.channel, message)
             reply = seam.receive(self.channel)

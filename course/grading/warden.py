@@ -9,8 +9,8 @@ requests whose arguments it checks itself:
     tree    copy the submission's tree for a test's sandbox and give it to the sandbox user
             (a slot of the judge's pool, never a uid the judge names), and make the
             sandbox's cgroup where the machine has cgroup v2
-    lend    give the test's folders (in the judge's basetemp) to the sandbox user
-    go      let the sandbox run (thaw its cgroup; elsewhere SIGCONT)
+    go      give the test's folders (in the judge's basetemp) to the sandbox user, then let
+            the sandbox run (thaw its cgroup; elsewhere SIGCONT)
     stop    stop it (freeze its cgroup and wait until it is frozen, which no process can
             evade; elsewhere SIGSTOP, which holds because the syscall policy refuses
             ptrace), then remove every link, FIFO, socket, device and hard-linked file it
@@ -216,11 +216,10 @@ def handle(request: dict, pool, judge, template, work, basetemp, cgroups,
         sandboxes[tree][1] = int(request["pid"])
         with open(work / SPAWNED, "a") as spawned:  # for the grader, should the judge die
             spawned.write(f"{int(request['pid'])}\n")
-    elif op == "lend":
+    elif op == "go":
         if user.sealed:
             for folder in folders:
                 give(folder, user)
-    elif op == "go":
         if not (cgroup and freeze(cgroup, 0)):
             _signal(pid, user, signal.SIGCONT)
     elif op == "stop":
