@@ -55,15 +55,22 @@ seeds:
 	$(MAKE) bands
 
 # The same seed runs as one cluster job per run (course/tools/cluster.py, through submitit;
-# INSTRUCTORS.md, "The seeds on a cluster"): submit, wait for every job, then `make seeds` here
-# skips every finished run and makes what needs several (each folder's metrics, analyses,
-# samples10k, the bands). CLUSTER_ARGS holds the tool's options, e.g.
+# INSTRUCTORS.md, "The seeds on a cluster"): submit and wait for every job (the tool stops,
+# exit 2, while any run has no training log), then make here what needs several runs: each
+# seed folder's metrics and analyses, and the bands. It never trains on this machine: not
+# `make seeds`, whose samples10k trains seed 0's 4,000-step run where its weights are absent
+# (a fresh clone); make samples10k apart where you want it. Its first line says so (kit test
+# test_instructions.py). CLUSTER_ARGS holds the tool's options, e.g.
 #   make seeds-cluster CLUSTER_ARGS="--executor slurm --partition cpu --cpus-per-task 1"
 CLUSTER_ARGS ?= --executor slurm
+CLUSTER_FIRST_LINE := make seeds-cluster: every seed run trains as a cluster job, none on this \
+  machine; here only the seed folders' evaluations and the bands (not samples10k)
 .PHONY: seeds-cluster
 seeds-cluster:
+	@echo "$(CLUSTER_FIRST_LINE)"
 	$(PY) -m course.tools.cluster seeds --wait --seeds $(SEEDS) --device $(DEVICE) $(CLUSTER_ARGS)
-	$(MAKE) seeds
+	$(MAKE) seeds-problem1 seeds-problem2 seeds-problem3
+	$(MAKE) bands
 
 seed_logs = $(foreach s,$(SEEDS),$(foreach r,$(2),$(1)/seeds/seed$(s)/training_log_$(r).json))
 P1_SEED_LOGS := $(call seed_logs,$(P1),$(P1_RUNS))

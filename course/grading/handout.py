@@ -5,7 +5,10 @@
 
 (also `make handout`). The handout is this repository without course/
 and without the reference results (problemN/results/): what is left is the students' own
-tree, README.md and the report templates problemN/REPORT.md included. Every body the
+tree, README.md and the report templates problemN/REPORT.md included, every file as this
+repository has it but the solution files and `.gitignore`, which ends with the weights the
+grader recomputes from (`provided.submission.graded_results`: what `make submission` packs)
+taken back out of its `*.pth` rule, so that a hand-in by repository carries them too. Every body the
 students write sits between a `# BEGIN SOLUTION` line and an `# END SOLUTION` line
 (nbgrader's convention), inside the function or method it implements; the handout replaces
 each region, markers included, with `raise NotImplementedError` and keeps every import (the
@@ -13,8 +16,10 @@ students' code uses them: IGNORE_INDEX, causal_mask, ...).
 
 `--fill DIR` then puts the functions of DIR/problemN/*.py (alternative bodies, or a
 student's files) in place of the stripped ones: the way to check that a solution written
-differently from the reference passes. `splice` does that work, and course/grading/intake.py uses
-it to grade one part at a time.
+differently from the reference passes. `splice` does that work, and course/tools/grade_check.py
+uses it to fill one part at a time. The grader takes a submission's file through
+`graded_source` (course/grading/intake.py): the student's file whole, with the given code put
+back as the handout has it.
 """
 
 import ast
@@ -301,11 +306,33 @@ def make_handout(out_dir: Path, repo: Path = REPO_ROOT, fill: Path | None = None
             source = source_path.read_text()
             removed += sum(1 for line in source.splitlines() if BEGIN.match(line))
             target.write_text(strip_solutions(source, name))
+        elif name == ".gitignore":
+            target.write_text(handout_gitignore(source_path.read_text()))
         else:
             shutil.copy2(source_path, target)
     if fill is not None:
         fill_regions(out_dir, fill)
     return removed
+
+
+GITIGNORE_HEADER = ("# the weights the grader recomputes from, which make submission packs: "
+                    "tracked, so that a\n# hand-in by repository carries them too\n")
+
+
+def graded_weights() -> list[str]:
+    """The weight files a submission must carry (problemN/results/model_{run}.pth), as
+    provided.submission.graded_results names them: what `make submission` packs."""
+    from provided.submission import PROBLEMS, graded_results
+
+    return [f"{problem}/results/{name}" for problem in PROBLEMS
+            for name in graded_results(problem) if name.endswith(".pth")]
+
+
+def handout_gitignore(text: str) -> str:
+    """The handout's .gitignore: this repository's, then each graded weight file taken back
+    out of its `*.pth` rule (anchored, so a sweep's or a seed folder's weights stay ignored)."""
+    lines = "".join(f"!/{name}\n" for name in graded_weights())
+    return text.rstrip("\n") + "\n" + GITIGNORE_HEADER + lines
 
 
 def fill_regions(out_dir: Path, fill: Path) -> None:

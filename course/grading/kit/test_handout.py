@@ -10,7 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from course.grading.handout import make_handout, strip_solutions, tracked_files
+from course.grading.handout import (
+    handout_gitignore,
+    make_handout,
+    strip_solutions,
+    tracked_files,
+)
 
 pytestmark = [pytest.mark.kit, pytest.mark.timeout(600)]
 
@@ -106,9 +111,33 @@ def test_the_handout_is_the_tree_without_the_course(tmp_path):
                 if not name.startswith("course/") and "/results/" not in name}
     assert names == expected
     for name in names:
-        if not (name.startswith("problem") and name.endswith(".py")):
+        if not (name.startswith("problem") and name.endswith(".py")) and name != ".gitignore":
             assert (out / name).read_bytes() == (REPO / name).read_bytes(), name
+    assert (out / ".gitignore").read_text() == handout_gitignore((REPO / ".gitignore").read_text())
     assert not (out / ".ruff_cache").exists()
+
+
+def test_a_hand_in_by_repository_keeps_every_file_make_submission_packs(tmp_path):
+    """The handout's .gitignore ignores none of the files the grader needs (every graded
+    result file of provided.submission.graded_results, the figures, the reports, the code),
+    so that a student's repository pulled by Gradescope carries what `make submission`
+    packs; the sweep's weights, resume files and step checkpoints stay ignored."""
+    from provided.submission import PROBLEMS, graded_results
+
+    out = tmp_path / "handout"
+    make_handout(out)
+    subprocess.run(["git", "init", "-q"], cwd=out, check=True)
+    needed = [f"{problem}/results/{name}" for problem in PROBLEMS
+              for name in graded_results(problem)]
+    needed += [f"{problem}/{name}" for problem in PROBLEMS
+               for name in ("REPORT.md", "results/figures/x.png", "results/vocab.json")]
+    assert sum(name.endswith(".pth") for name in needed) == 11
+    ignored = ["problem3/results/model_post_lr0.01_w0.pth", "problem3/results/resume_x.pth",
+               "problem3/results/model_pre_lr0.001_w500_s4000_step1000.pth",
+               "problem1/results/seeds/seed1/model_forward_n1000.pth"]
+    found = subprocess.run(["git", "check-ignore", "--no-index", *needed, *ignored], cwd=out,
+                           capture_output=True, text=True).stdout.split()
+    assert sorted(found) == sorted(ignored)
 
 
 def timing_rows(text: str, heading: str) -> dict[str, str]:
