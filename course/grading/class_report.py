@@ -14,8 +14,9 @@ the results and the total) and, unless --catalogue names another file, mistakes.
 The mistake catalogue is course/grading/mutants.py's: for every planted mistake, the graded tests
 (public and hidden) that fail when it alone is planted in the reference, as
 `python -m course.grading.mutants --json FILE` writes them. Without the file, the report builds it
-once (course.grading.mutants.run over the mistakes of the graded parts: a few minutes) and keeps
-it; delete it after changing a test so that it is built again.
+once (course.grading.mutants.run over the mistakes of the graded parts: about 6 s a mistake
+on 2 cores, 10 minutes for the whole catalogue) and keeps it; delete it after changing a
+test so that it is built again.
 
 Attribution: a submission's failing tests of one part are compared with each catalogued
 mistake of that part, and so is HOW they fail: each failing test's failure kind
@@ -39,11 +40,14 @@ differently). A part whose every test fails is one row,
 compile, not run), and is not attributed to mistakes (a part whose every test fails
 on assertions or on another exception is attributed as any other). Tests the grader did
 not reach (the time limit) are not failures of the student: they are left out and counted.
-The results entries (recomputed metrics) have no catalogued mistakes: they are listed as
-"other" under their problem. The page names tests and exceptions, never an assertion's
-message or a test's output, so no reference value is shown. A catalogue written before the
-failure kinds were recorded (an entry without "kinds") is refused with one line: delete it
-to have it built again.
+The results entries (recomputed metrics) have no catalogued mistakes: under their problem
+they are grouped by the reason their points were lost (results_reason: "no weights" where a
+model_*.pth is missing, "no metrics.json", "outside the reference range", "not graded:
+--code-only", or the recomputation's own reason with the run's file name made generic), each
+row with the number of submissions and of graded quantities it covers. The page names tests
+and exceptions, never an assertion's message or a test's output, so no reference value is
+shown. A catalogue written before the failure kinds were recorded (an entry without "kinds")
+is refused with one line: delete it to have it built again.
 
 Bad input: a missing or malformed CSV or catalogue is one line (error:, exit 2). A row not
 graded, a missing results.json or one that is not Gradescope's JSON is one warning line
@@ -54,10 +58,13 @@ out. Every file is written to a temporary file and renamed into place; the JSON 
 import csv
 import json
 import math
+import re
 import statistics
 import sys
+import time
 from collections import Counter
 from dataclasses import dataclass, field
+from fractions import Fraction
 from pathlib import Path
 
 from course.grading import rubric as RUBRIC
@@ -196,7 +203,8 @@ def build_catalogue(path: Path, mutants: list) -> None:
         except (OSError, ValueError) as err:
             warn(f"{mutant.name} left out of the catalogue ({str(err)[:120]})")
     print(f"building the mistake catalogue {path}: {len(usable)} planted mistakes, each graded "
-          "alone (about 2 s each, once)", flush=True)
+          "alone (about 6 s each on 2 cores, once)", flush=True)
+    start = time.monotonic()
     try:
         found = mutants_module.run(usable)
     except Exception as err:  # the grader could not start here: say how to build it elsewhere
@@ -204,6 +212,9 @@ def build_catalogue(path: Path, mutants: list) -> None:
              f"{str(err)[:120]}): write it with python -m course.grading.mutants --json {path}")
     write_json(path, {name: {"public": f["public"], "hidden": f["hidden"], "kinds": f["kinds"]}
                       for name, f in found.items()})
+    seconds = time.monotonic() - start
+    print(f"built {path} in {seconds:.0f} s ({seconds / max(len(usable), 1):.1f} s a mistake); "
+          "it is kept: the next report reuses it", flush=True)
 
 
 # ------------------------------------------------------------------------- attribution
@@ -218,6 +229,8 @@ class PartTally:
     every: Counter = field(default_factory=Counter)  # reason -> count (every test fails)
     not_run: set = field(default_factory=set)  # submissions with tests not reached
     tests: set = field(default_factory=set)  # every test name seen
+    reasons: dict = field(default_factory=dict)  # a results entry's reason -> submissions
+    quantities: dict = field(default_factory=dict)  # a results entry's reason -> entry names
 
 
 def part_of(test: dict) -> str:
@@ -240,6 +253,30 @@ def why_all_fail(outputs: list[str]) -> str:
     return "fails"
 
 
+RESULT_FILE = re.compile(r"\b(model|training_log|samples)_[^\s,;:()]+?\.(pth|json|txt)\b")
+
+
+def results_reason(output: str) -> str:
+    """Why a results entry (a recomputed quantity) earned nothing, as one short category
+    shared across runs and submissions: "no weights" (a model_*.pth missing), "no
+    metrics.json", "outside the reference range", or the recomputation's reason with the
+    run's file named generically and its numbers taken out."""
+    first = output.strip().splitlines()[0] if output.strip() else ""
+    if "outside the reference range" in first:
+        return "outside the reference range"
+    why = re.sub(r"^(unverified, no points|unverified|not graded): ", "", first)
+    if re.match(r"there is no model_\S+\.pth", why):
+        return "no weights (a model_*.pth missing)"
+    if re.match(r"your submission has no \S+/metrics\.json", why):
+        return "no metrics.json"
+    if first.startswith("not graded: --code-only"):
+        return "not graded: --code-only"
+    why = RESULT_FILE.sub(lambda m: f"{m.group(1)}_*.{m.group(2)}", why)
+    why = re.sub(r"\d+(\.\d+)?(e-?\d+)?", "#", why)
+    prefix = "not graded: " if first.startswith("not graded") else "unverified: "
+    return prefix + why[:ERROR_CHARS]
+
+
 def attribute(tests: list[dict], catalogue: dict, tally: dict, submission: str) -> None:
     """Add one submission's results to tally ({part: PartTally}), by the rule above."""
     from course.grading.mutants import MUTANTS
@@ -254,6 +291,12 @@ def attribute(tests: list[dict], catalogue: dict, tally: dict, submission: str) 
         if not failing:
             continue
         entry.submissions.add(submission)
+        if part.endswith("-results"):  # recomputed quantities: grouped by reason
+            for test in failing:
+                reason = results_reason(str(test.get("output", "")))
+                entry.reasons.setdefault(reason, set()).add(submission)
+                entry.quantities.setdefault(reason, set()).add(test["name"])
+            continue
         reason = why_all_fail([str(t.get("output", "")) for t in failing])
         if part in RUBRIC.PARTS and len(failing) == len(mine) and reason != "fails":
             entry.every[reason] += 1
@@ -285,6 +328,24 @@ def attribute(tests: list[dict], catalogue: dict, tally: dict, submission: str) 
             entry.error_tests.setdefault(kind, set()).update(names)
 
 
+def maximum_points(parts: list[str], with_results: bool) -> Fraction:
+    """The most a submission can score over the CSV's parts (and the results), exactly:
+    the rubric's integers, never a sum of the tests' float shares."""
+    total = sum(Fraction(RUBRIC.PARTS[p][3]) for p in parts)
+    return total + (sum(map(Fraction, RUBRIC.RESULTS.values())) if with_results else 0)
+
+
+def shown(points) -> str:
+    """Points as the page prints them: an integer as it is, anything else to 2 decimals,
+    rounded once (half up) from the exact value."""
+    exact = Fraction(points).limit_denominator(10**6) if isinstance(points, float) else \
+        Fraction(points)
+    if exact.denominator == 1:
+        return str(exact.numerator)
+    hundredths = math.floor(exact * 100 + Fraction(1, 2))
+    return f"{hundredths // 100}.{hundredths % 100:02d}"
+
+
 # ----------------------------------------------------------------------------- figure
 def figure(parts: list[str], rows: list[Row], out_dir: Path) -> Path:
     """A histogram of every part's points, the results' and the total's, one panel each."""
@@ -299,19 +360,19 @@ def figure(parts: list[str], rows: list[Row], out_dir: Path) -> Path:
     panels = [(p, f"{p} {RUBRIC.PARTS[p][2]}", RUBRIC.PARTS[p][3]) for p in parts]
     if graded and "results" in graded[0].scores:
         panels.append(("results", "results in the reference bands", sum(RUBRIC.RESULTS.values())))
-    top = max((r.scores["max_score"] for r in graded), default=0) or sum(
-        p[3] for p in RUBRIC.PARTS.values())
-    panels.append(("score", "total", top))
+    with_results = bool(graded) and "results" in graded[0].scores
+    panels.append(("score", "total", maximum_points(parts, with_results)))
     columns = 4
     lines = math.ceil(len(panels) / columns)
     fig, axes = plt.subplots(lines, columns, figsize=(3.2 * columns, 2.5 * lines),
                              squeeze=False)
     for ax, (column, title, maximum) in zip(axes.flat, panels):
         values = [r.scores[column] for r in graded]
-        ax.hist(values, bins=10, range=(0, maximum or 1), color="tab:blue", edgecolor="white")
+        top = float(maximum) or 1.0
+        ax.hist(values, bins=10, range=(0, top), color="tab:blue", edgecolor="white")
         ax.set_title(title, fontsize=9)
-        ax.set_xlim(0, maximum or 1)
-        ax.set_xlabel(f"points (of {maximum:g})", fontsize=8)
+        ax.set_xlim(0, top)
+        ax.set_xlabel(f"points (of {shown(maximum)})", fontsize=8)
         ax.set_ylabel("submissions", fontsize=8)
         ax.yaxis.get_major_locator().set_params(integer=True)
     for ax in list(axes.flat)[len(panels):]:
@@ -370,13 +431,14 @@ def stats_table(parts: list[str], graded: list[Row]) -> list[str]:
     if graded and "results" in graded[0].scores:
         columns.append(("results", "results in the reference bands",
                         sum(RUBRIC.RESULTS.values())))
-    columns.append(("score", "**total**", max(r.scores["max_score"] for r in graded)))
+    columns.append(("score", "**total**",
+                    maximum_points(parts, bool(graded) and "results" in graded[0].scores)))
     n = len(graded)
     for column, title, maximum in columns:
         values = [r.scores[column] for r in graded]
-        full = sum(1 for v in values if v >= maximum - 1e-6)
+        full = sum(1 for v in values if v >= maximum - 1e-3)  # the CSV rounds to 4 decimals
         zero = sum(1 for v in values if v <= 1e-9)
-        lines.append(f"| {title} | {maximum:g} | {statistics.mean(values):.2f} | "
+        lines.append(f"| {title} | {shown(maximum)} | {statistics.mean(values):.2f} | "
                      f"{statistics.median(values):.2f} | {min(values):.2f} | {max(values):.2f} | "
                      f"{share(full, n)} | {share(zero, n)} |")
     return lines
@@ -445,7 +507,8 @@ def page(csv_path: Path, parts: list[str], rows: list[Row], analysed: list[str],
         if not entry.submissions:
             continue
         lines += [f"### {part_title(part)}: {share(len(entry.submissions), n)} lose points",
-                  "", "| mistake | submissions | failing tests that point at it |",
+                  "", "| why no points | submissions | entries |" if part.endswith("-results")
+                  else "| mistake | submissions | failing tests that point at it |",
                   "|---|---:|---|"]
         for names, count in sorted(entry.mistakes.items(), key=lambda i: (-i[1], i[0])):
             lines.append(f"| {mistake_label(names)} | {share(count, n)} | "
@@ -456,6 +519,11 @@ def page(csv_path: Path, parts: list[str], rows: list[Row], analysed: list[str],
         for reason, count in entry.every.most_common():
             lines.append(f"| every test fails: {reason} | {share(count, n)} | all "
                          f"{len(entry.tests)} tests |")
+        for reason, names in sorted(entry.reasons.items(), key=lambda i: (-len(i[1]), i[0])):
+            quantities = len(entry.quantities[reason])
+            word = "quantity" if quantities == 1 else "quantities"
+            lines.append(f"| {error_label(reason)} | {share(len(names), n)} | "
+                         f"{quantities} graded {word} |")
         for test, count in sorted(entry.other.items(), key=lambda i: (-i[1], i[0])):
             hint = catches.get(test, [])
             also = f" (catches {', '.join(f'`{h}`' for h in hint[:3])}" + (

@@ -360,3 +360,66 @@ def test_failure_kind(output, kind):
     ("Failed: DID NOT RAISE", False), ("Timeout", False), ("Unknown: x", False)])
 def test_is_error(kind, error):
     assert class_report.is_error(kind) is error
+
+
+# ------------------------------------------- the results entries, grouped by why they lost points
+def results_entry(problem: str, quantity: str, output: str, share: float) -> dict:
+    return {"name": f"{problem} results: {quantity}", "score": 0.0 if output else share,
+            "max_score": share, "visibility": "after_published", "output": output,
+            "tags": [f"{problem}-results"]}
+
+
+def test_results_rows_are_grouped_by_reason_and_the_maximum_is_exact(tmp_path, capsys):
+    """Three submissions lose the results points of Problem 1 (3 points over 7 quantities, so
+    float shares): two for want of weights, one outside a band. The page has one row per
+    reason with its submissions and quantities, never a row of "other" per quantity, and the
+    total's maximum is the rubric's (8 for p1b, 8 for the results) exactly, whatever float
+    the CSV's max_score holds."""
+    runs = ["forward_n1000", "forward_n2000", "forward_n4000", "reversed_n1000",
+            "reversed_n2000", "reversed_n4000", "verdicts"]
+    share = 3 / len(runs)
+    no_weights = {run: f"unverified, no points: there is no model_{run}.pth" for run in runs}
+    outside = {runs[0]: "recomputed from your files 0.41: outside the reference range"}
+    lines = ["submission,score,max_score,p1b,results,note"]
+    for name, failing in {"a": no_weights, "b": no_weights, "c": outside}.items():
+        tests = [{"name": named("test_causal_mask"), "score": 8.0, "max_score": 8.0,
+                  "visibility": "visible", "output": "", "tags": ["p1b"]}]
+        tests += [results_entry("problem1", f"{run} test_exact_match", failing.get(run, ""),
+                                share) for run in runs]
+        (tmp_path / "graded_code" / name).mkdir(parents=True)
+        (tmp_path / "graded_code" / name / "results.json").write_text(
+            json.dumps({"score": 0, "tests": tests}))
+        results = sum(t["score"] for t in tests[1:])
+        lines.append(f"{name},{8 + results},{16 - 2e-14},8,{results},")
+    (tmp_path / "scores.csv").write_text("\n".join(lines) + "\n")
+    code = class_report.main([str(tmp_path / "scores.csv"), "--catalogue",
+                              str(hand_catalogue(tmp_path / "mistakes.json")),
+                              "--out", str(tmp_path / "report")])
+    assert code == 0 and not capsys.readouterr().err.strip()
+    text = (tmp_path / "report" / "class_report.md").read_text()
+    section = text.split("### problem1 results")[1].split("###")[0]
+    assert "3 (100 %) lose points" in section
+    weights = rows_naming(section, "no weights (a model_*.pth missing)")
+    assert len(weights) == 1 and count_of(weights[0]) == "2 (67 %)"
+    assert "| 7 graded quantities |" in weights[0]
+    band = rows_naming(section, "outside the reference range")
+    assert len(band) == 1 and count_of(band[0]) == "1 (33 %)"
+    assert "| 1 graded quantity |" in band[0]
+    assert not rows_naming(section, "| other |")
+    assert "| **total** | 16 |" in text and "15.99" not in text
+
+
+@pytest.mark.parametrize("output, reason", [
+    ("unverified, no points: there is no model_rotary.pth", "no weights (a model_*.pth missing)"),
+    ("unverified, no points: your submission has no problem2/results/metrics.json",
+     "no metrics.json"),
+    ("recomputed from your files 0.5: outside the reference range", "outside the reference range"),
+    ("not graded: --code-only (the grader graded the code alone, without its data)",
+     "not graded: --code-only"),
+    ("unverified, no points: model_none.pth holds another model's weights (missing ['a'], ...)",
+     "unverified: model_*.pth holds another model's weights (missing ['a'], ...)"),
+    ("unverified, no points: training_log_x_s1500.json does not log every 50 steps up to 1500",
+     "unverified: training_log_*.json does not log every # steps up to #"),
+])
+def test_results_reason(output, reason):
+    assert class_report.results_reason(output) == reason
