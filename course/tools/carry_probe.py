@@ -43,7 +43,16 @@ Writes problem1/results/carry_probe.json:
      "runs": {run: {seed: {probe: {"input": accuracy, "memory": accuracy}}}},
      "test_pairs": 2000, "s3_pairs": the test pairs with a2 + b2 = 9,
      "patching": {run: {seed: {"control", "carry@hundreds", "carry@lower",
-                               "s3 carry@hundreds", "s3 carry@lower": fraction}}}}
+                               "s3 carry@hundreds", "s3 carry@lower": fraction}}},
+     "counts": {"majority": {probe: pairs}, "runs": {run: {seed: {probe: {kind: pairs}}}},
+                "patching": {run: {seed: {key: pairs}}}}}
+
+Every accuracy and fraction is a count of pairs: "counts" holds those integers, and each
+accuracy or fraction is its count over its pairs (test_pairs, or s3_pairs for the "s3 ..."
+keys) as the float nearest that fraction, so that 1089 of 2000 is written 0.5445 (not the
+float32 0.54449999...). The reports' tables round once from the counts
+(course/tools/tables/problem1.py); kit test test_report_exact.py recomputes every value from
+its count.
 
 Runs on the CPU (about 25 s for the ten models), whatever --device says.
 
@@ -79,6 +88,12 @@ def features(model, src: torch.Tensor) -> dict:
 
 def probe_accuracy(x_fit, y_fit, x_test, y_test) -> float:
     """Test accuracy of an L2-penalized logistic regression fitted on (x_fit, y_fit)."""
+    return probe_correct(x_fit, y_fit, x_test, y_test) / len(y_test)
+
+
+def probe_correct(x_fit, y_fit, x_test, y_test) -> int:
+    """How many test pairs an L2-penalized logistic regression fitted on (x_fit, y_fit)
+    gets right."""
     mean, std = x_fit.mean(0), x_fit.std(0).clamp_min(1e-6)
     x_fit, x_test = (x_fit - mean) / std, (x_test - mean) / std
     torch.manual_seed(0)
@@ -94,17 +109,17 @@ def probe_accuracy(x_fit, y_fit, x_test, y_test) -> float:
         return loss
     optimizer.step(closure)
     with torch.no_grad():
-        return ((x_test @ weight + bias > 0).long() == y_test).float().mean().item()
+        return int(((x_test @ weight + bias > 0).long() == y_test).sum())
 
 
 def probe_model(fit: dict, test: dict, fit_src, test_src) -> dict:
-    """{probe: {'input': accuracy, 'memory': accuracy}} of one model, from its features of
-    the fitting and the test pairs."""
+    """{probe: {'input': pairs right, 'memory': pairs right}} of one model, from its
+    features of the fitting and the test pairs."""
     fit_y, test_y = column_carries(fit_src), column_carries(test_src)
     out = {}
     for probe, (carry, where) in PROBES.items():
         cols = POSITIONS[where]
-        out[probe] = {kind: probe_accuracy(fit[kind][:, cols].flatten(1), fit_y[:, carry],
+        out[probe] = {kind: probe_correct(fit[kind][:, cols].flatten(1), fit_y[:, carry],
                                            test[kind][:, cols].flatten(1), test_y[:, carry])
                       for kind in ("input", "memory")}
     return out
@@ -129,7 +144,7 @@ def donors(src: torch.Tensor, pool: torch.Tensor, other_a2: bool) -> torch.Tenso
 def patching(model, order: str, src: torch.Tensor, pool: torch.Tensor, memory: torch.Tensor,
              pool_memory: torch.Tensor, other_a2: torch.Tensor, other_c1: torch.Tensor) -> dict:
     """{'control', 'carry@hundreds', 'carry@lower', 's3 carry@hundreds', 's3 carry@lower'}:
-    the fraction of test pairs whose decoded s2 (or s3, over the pairs with a2 + b2 = 9,
+    the number of test pairs whose decoded s2 (or s3, over the pairs with a2 + b2 = 9,
     whose thousands digit is their carry c1) follows the donor (see the module docstring).
     memory and pool_memory are the model's encodings of src and pool; other_a2 and other_c1
     the donors (`donors`) of each kind."""
@@ -143,13 +158,36 @@ def patching(model, order: str, src: torch.Tensor, pool: torch.Tensor, memory: t
         return predicted.flip(1) if order == "forward" else predicted
 
     follows_a2 = patched(other_a2, HUNDREDS)[:, 2] == (pool[other_a2, 0] + b2 + c1) % 10
-    out = {"control": follows_a2.float().mean().item()}
+    out = {"control": int(follows_a2.sum())}
     nine = a2 + b2 == 9  # s3 = c2 = c1 exactly here
     for name, positions in (("hundreds", HUNDREDS), ("lower", LOWER)):
         digits = patched(other_c1, positions)
-        out[f"carry@{name}"] = (digits[:, 2] == (a2 + b2 + 1 - c1) % 10).float().mean().item()
-        out[f"s3 carry@{name}"] = (digits[nine, 3] == 1 - c1[nine]).float().mean().item()
+        out[f"carry@{name}"] = int((digits[:, 2] == (a2 + b2 + 1 - c1) % 10).sum())
+        out[f"s3 carry@{name}"] = int((digits[nine, 3] == 1 - c1[nine]).sum())
     return out
+
+
+def pairs_of(key: str, test_pairs: int, s3_pairs: int) -> int:
+    """The pairs a count of the patching is out of: the s3 patches read only the pairs with
+    a2 + b2 = 9."""
+    return s3_pairs if key.startswith("s3 ") else test_pairs
+
+
+def with_fractions(counts: dict, test_pairs: int, s3_pairs: int) -> dict:
+    """carry_probe.json from the counts: each accuracy or fraction is its count over its
+    pairs, the float nearest the exact fraction (one rounding), and the counts kept."""
+    return {"probes": list(PROBES),
+            "majority": {p: k / test_pairs for p, k in counts["majority"].items()},
+            "runs": {run: {seed: {p: {kind: k / test_pairs for kind, k in by_kind.items()}
+                                  for p, by_kind in probes.items()}
+                           for seed, probes in by_seed.items()}
+                     for run, by_seed in counts["runs"].items()},
+            "test_pairs": test_pairs, "s3_pairs": s3_pairs,
+            "patching": {run: {seed: {key: k / pairs_of(key, test_pairs, s3_pairs)
+                                      for key, k in keys.items()}
+                               for seed, keys in by_seed.items()}
+                         for run, by_seed in counts["patching"].items()},
+            "counts": counts}
 
 
 @script
@@ -169,25 +207,22 @@ def main(argv=None) -> int:
            for split in ("train", "test")}
     fit_src, test_src = src["train"][TRAINED_PAIRS:], src["test"]
     test_y = column_carries(test_src)
-    result = {"probes": list(PROBES),
-              "majority": {probe: max(test_y[:, c].float().mean().item(),
-                                      1 - test_y[:, c].float().mean().item())
-                           for probe, (c, _) in PROBES.items()},
-              "runs": {run: {} for run in RUNS}, "test_pairs": len(test_src),
-              "s3_pairs": int((test_src[:, 0] + test_src[:, 4] == 9).sum()),
-              "patching": {run: {} for run in RUNS}}
+    ones = {probe: int(test_y[:, c].sum()) for probe, (c, _) in PROBES.items()}
+    counts = {"majority": {probe: max(k, len(test_src) - k) for probe, k in ones.items()},
+              "runs": {run: {} for run in RUNS}, "patching": {run: {} for run in RUNS}}
     other = {kind: donors(test_src, fit_src, kind == "a2") for kind in ("a2", "c1")}
     for run, order in RUNS.items():
         for seed in SEEDS:
             model, _, _ = load_model(paths[run, seed], "cpu")
             fit, test = features(model, fit_src), features(model, test_src)
-            result["runs"][run][str(seed)] = probe_model(fit, test, fit_src, test_src)
-            result["patching"][run][str(seed)] = patching(
+            counts["runs"][run][str(seed)] = probe_model(fit, test, fit_src, test_src)
+            counts["patching"][run][str(seed)] = patching(
                 model, order, test_src, fit_src, test["memory"], fit["memory"], other["a2"],
                 other["c1"])
-            print(run, seed, result["runs"][run][str(seed)], result["patching"][run][str(seed)])
+            print(run, seed, counts["runs"][run][str(seed)], counts["patching"][run][str(seed)])
     out = args.results_dir / "carry_probe.json"
-    write_json(out, result)
+    write_json(out, with_fractions(counts, len(test_src),
+                                   int((test_src[:, 0] + test_src[:, 4] == 9).sum())))
     print(f"wrote {out}")
     return 0
 

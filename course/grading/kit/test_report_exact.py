@@ -432,3 +432,40 @@ def test_problem3_prose_lengths_and_labels():
         in report
     assert "difficulties of their own" not in report
     assert "not two causes shown apart" in report
+
+
+def test_problem1_probe_values_are_their_counts_and_print_from_them():
+    """carry_probe.json: every accuracy and fraction is its integer count over its pairs (the
+    float nearest the fraction, never a float32 mean: 1089 of 2000 is 0.5445, not
+    0.54449999...), and the probe table prints each range rounded once, half up, from the
+    counts (in Decimal here, in Fraction in the tables)."""
+    raw = json.loads((results_dir("problem1") / "carry_probe.json").read_text())
+    counts, n, n3 = raw["counts"], raw["test_pairs"], raw["s3_pairs"]
+    for probe, k in counts["majority"].items():
+        assert isinstance(k, int) and raw["majority"][probe] == k / n
+    cells = {}
+    for run, by_seed in counts["runs"].items():
+        for seed, probes in by_seed.items():
+            for probe, kinds in probes.items():
+                for kind, k in kinds.items():
+                    value = raw["runs"][run][seed][probe][kind]
+                    assert isinstance(k, int) and 0 <= k <= n and value == k / n
+                    assert Decimal(repr(value)) == Decimal(k) / Decimal(n), "exact decimal"
+                    cells.setdefault((run, probe, kind), []).append(Decimal(k) / Decimal(n))
+    for run, by_seed in counts["patching"].items():
+        for seed, keys in by_seed.items():
+            for key, k in keys.items():
+                pairs = n3 if key.startswith("s3 ") else n
+                assert isinstance(k, int) and raw["patching"][run][seed][key] == k / pairs
+    text = reference_report("problem1").read_text()
+
+    def three(x: Decimal) -> str:
+        return str(x.quantize(Decimal("0.001"), rounding=ROUND_HALF_UP))
+
+    for run in counts["runs"]:
+        for probe in raw["probes"]:
+            ranges = [f"{three(min(cells[run, probe, kind]))}{DASH}"
+                      f"{three(max(cells[run, probe, kind]))}" for kind in ("input", "memory")]
+            majority = three(Decimal(counts["majority"][probe]) / Decimal(n))
+            row = f"| {run} | {probe} | {ranges[0]} | {ranges[1]} | {majority} |"
+            assert row in text, row

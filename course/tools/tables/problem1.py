@@ -216,12 +216,31 @@ def p1_pruning_bias(m: dict, bands: dict) -> str:
     return text + "\n\nEvery exact match here is on test. " + "; ".join(summary) + "."
 
 
+def carry_probe(path: Path) -> dict:
+    """carry_probe.json with every accuracy and fraction the exact Fraction of its count
+    (its "counts" over test_pairs, or s3_pairs for the "s3 ..." patches), so that each is
+    rounded once, from the count; a file without counts as it is."""
+    probe = read_json(path)
+    counts = probe.get("counts")
+    if counts is None:
+        return probe
+    n, n3 = probe["test_pairs"], probe["s3_pairs"]
+    return {**probe,
+            "majority": {p: Fraction(k, n) for p, k in counts["majority"].items()},
+            "runs": {run: {s: {p: {kind: Fraction(k, n) for kind, k in kinds.items()}
+                               for p, kinds in probes.items()} for s, probes in by.items()}
+                     for run, by in counts["runs"].items()},
+            "patching": {run: {s: {key: Fraction(k, n3 if key.startswith("s3 ") else n)
+                                   for key, k in keys.items()} for s, keys in by.items()}
+                         for run, by in counts["patching"].items()}}
+
+
 def p1_carry_probe(m: dict, bands: dict) -> str:
     path = results_dir("problem1") / "carry_probe.json"
     if not path.exists():
         return ("Not measured yet: `make carry-probe` writes "
                 "`results/carry_probe.json`.")
-    probe = read_json(path)
+    probe = carry_probe(path)
     rows = []
     for run, by_seed in probe["runs"].items():
         for name in probe["probes"]:
@@ -368,7 +387,7 @@ def p1_summary(m: dict, bands: dict) -> str:
     small = order_comparison(bands, TRAIN_SIZES[0])
     learned = [v for n in TRAIN_SIZES[1:] for o in ("forward", "reversed")
                for v in runs[run_name(o, n)].values()]
-    probe = read_json(results_dir("problem1") / "carry_probe.json")
+    probe = carry_probe(results_dir("problem1") / "carry_probe.json")
     lower = [v for run in probe["patching"].values() for s in run.values()
              for v in (s["carry@lower"], s["s3 carry@lower"])]
     upper = [v for run in probe["patching"].values() for s in run.values()
@@ -573,7 +592,7 @@ def p1_answer_carry(m: dict, bands: dict) -> str:
             counts.append(sum(max(range(3), key=lambda c: column_weight(first[h][step], c))
                               == place - 1 for h in range(4)))
         reads[run] = counts
-    probe = read_json(results_dir("problem1") / "carry_probe.json")
+    probe = carry_probe(results_dir("problem1") / "carry_probe.json")
     patch = probe["patching"]
 
     def most(run):
@@ -607,7 +626,8 @@ def p1_answer_carry(m: dict, bands: dict) -> str:
         f"{rng('s3 carry@hundreds')}. So in every model, forward and reversed, the decoder "
         "takes the carry into the hundreds and thousands from the memory at the tens and ones "
         "positions, not from a2/b2's, although a linear probe reads c1 from the hundreds "
-        f"positions' memory ({fmt(min(c1), 3)}{DASH}{fmt(max(c1), 3)} against 0.512 for "
+        f"positions' memory ({fmt(min(c1), 3)}{DASH}{fmt(max(c1), 3)} against "
+        f"{fmt(probe['majority']['c1@hundreds'], 3)} for "
         "always guessing). The maps' suggestion that forward's s3 gets its carry through "
         "the a2/b2 vectors is therefore wrong. Whether the decoder computes the carry from "
         "the lower digits or reads one the encoder put at the lower positions, these patches "
