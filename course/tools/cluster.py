@@ -24,7 +24,9 @@ Problem 2) so that the long runs start first on a busy cluster.
 The steps that need several runs (each seed folder's metrics.json, breakdown.json and
 analysis.json, samples10k, the bands) are not jobs: once every job has finished, `make seeds`
 on one machine skips every finished run and makes them (minutes). `make seeds-cluster` does
-both: it submits, waits (--wait) and then runs `make seeds`.
+both and trains nothing on that machine: it submits, waits (--wait) and then makes each seed
+folder's evaluations and the bands (`make seeds-problem1 seeds-problem2 seeds-problem3`, `make
+bands`), not samples10k, which retrains seed 0's 4,000-step run where its weights are absent.
 
 --executor local runs the jobs as local processes through submitit's LocalExecutor, at most
 --max-jobs at a time (default: cores / --cpus-per-task); it always waits. The kit's test runs
