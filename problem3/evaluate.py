@@ -44,6 +44,7 @@ from provided.common import (
     ArgumentParser,
     HomeworkError,
     add_common_args,
+    explicit_results_dir,
     missing_data_message,
     positive_int,
     script,
@@ -371,7 +372,12 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--sweep_steps", type=positive_int, default=SWEEP_STEPS,
                         help="the sweep's runs are the logs named *_s{sweep_steps}")
     add_common_args(parser, "problem3")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if (args.run, args.num_samples, args.sweep_steps) != (MAIN_RUN, NUM_SAMPLES, SWEEP_STEPS):
+        explicit_results_dir(args, "problem3", f"an evaluation with --run {args.run} "
+                             f"--num_samples {args.num_samples} --sweep_steps "
+                             f"{args.sweep_steps}")
+    return args
 
 
 @script

@@ -74,8 +74,7 @@ def steps(problem: int, data: Path, results: Path) -> list[list[str]]:
     out = results / f"problem{problem}"
     common = ["--data_dir", str(data), "--results_dir", str(out), "--device", "cpu",
               "--threads", "1"]
-    figures = ["-m", "provided.visualize", f"problem{problem}", "--input_dir", str(out),
-               "--out_dir", str(out / "figures")]
+    figures = ["-m", "provided.visualize", f"problem{problem}", "--results_dir", str(out)]
     if problem == 1:
         return [
             *[["-m", "problem1.train", "--digit_order", order, "--train_size", "4000",
@@ -181,7 +180,7 @@ def run_problem(problem: int, scratch: Path) -> str | None:
         done = subprocess.run([sys.executable, *argv], cwd=REPO_ROOT, capture_output=True,
                               text=True)
         name = " ".join(argv[:next((i for i, a in enumerate(argv)
-                                    if a in ("--data_dir", "--input_dir")), len(argv))])
+                                    if a in ("--data_dir", "--results_dir")), len(argv))])
         if done.returncode != 0:
             part = unfinished_part(done.stderr)
             if part:
