@@ -11,8 +11,10 @@ cut from data/ (or from tests/fixtures for the molecules), a few training steps,
 train, evaluate, sample and figure step, all inside a scratch folder (deleted afterwards
 unless --keep names one). Committed results are never touched. The numbers mean nothing.
 
-Each problem runs on its own. When one of its steps fails, the rest of that problem is
-skipped and the next problem runs; a step that stops at a function still to be written (the
+Each problem runs on its own. Files of its folder that the grader will not take are named
+first (warnings, as `make submission` names them; data files over the grader's limit fail
+the problem). When one of its steps fails, the rest of that problem is skipped and the next
+problem runs; a step that stops at a function still to be written (the
 handout's `raise NotImplementedError`) is named in one line: its file, function and part.
 The exit status is 0 when every problem asked for passed, 1 when any failed.
 """
@@ -168,10 +170,23 @@ def unfinished_part(output: str, root: Path | None = None) -> str | None:
     return None
 
 
+def not_taken(problem: int) -> str | None:
+    """Say (warning lines) which files of the problem folder the grader will not take, as
+    `make submission` does; what fails the problem (data over the grader's limit, which
+    code reading it would miss there), or None."""
+    from provided.given import handout_code
+    from provided.submission import not_taken as files_not_taken
+
+    errors, warnings = files_not_taken(REPO_ROOT, handout_code(REPO_ROOT), (f"problem{problem}",))
+    for line in warnings:
+        print(f"warning: {line}", file=sys.stderr, flush=True)
+    return "; ".join(errors) or None
+
+
 def run_problem(problem: int, scratch: Path) -> str | None:
     """Run one problem's steps, one `ok` line each; None if every step passed, else what
     failed (its later steps are not run)."""
-    missing = missing_data(problem, DATA_DIR)
+    missing = missing_data(problem, DATA_DIR) or not_taken(problem)
     if missing:
         return missing
     tiny_data(problem, DATA_DIR, scratch / "data")

@@ -61,13 +61,13 @@ def tree(tmp_path):
             expected.add(f"{problem}/results/{name}")
         write(root / problem / "results" / "attention_maps.json", "{}")
         expected.add(f"{problem}/results/attention_maps.json")
-        # not graded: never in the zip
+        # not graded, and nothing to say about: never in the zip (a try's files and files of
+        # kinds the grader does not take are left out with a warning: test_try_folders.py)
         write(root / problem / "results" / "training_log_extra.partial.json", "{")
         write(root / problem / "results" / "reference_bands.json", "{}")
-        write(root / problem / "results" / "model_not_prescribed.pth", fake_weights())
         write(root / problem / "__pycache__" / "model.cpython-312.pyc")
         write(root / problem / "test_mine.py", "def test_x():\n    pass\n")
-        write(root / problem / "notes.txt", "scratch")
+        write(root / problem / "helpers" / "test_helpers.py", "def test_y():\n    pass\n")
     results3 = root / "problem3" / "results"
     write(results3 / f"model_{MAIN_RUN}.pth", fake_weights())  # the grader samples it
     expected.add(f"problem3/results/model_{MAIN_RUN}.pth")
@@ -78,6 +78,8 @@ def tree(tmp_path):
     write(root / ".git" / "HEAD", "ref: refs/heads/main\n")
     write(root / "data" / "addition" / "train.csv", "a,b\n1,2\n")
     write(root / "provided" / "common.py", "")
+    write(root / "provided" / "handout_code.json",  # the handout's given code, as the handout's
+          (REPO_ROOT / "provided" / "handout_code.json").read_bytes())
     write(root / "tests" / "test_public.py", "")
     write(root / "README.md", "# hw\n")
     return root, expected
@@ -301,6 +303,7 @@ def test_a_run_registry_that_cannot_be_imported_is_one_error(tree, tmp_path, cap
         return real(problem)
 
     monkeypatch.setattr(submission, "graded_results", broken)
+    write(root / "problem2" / "results" / "model_not_prescribed.pth", fake_weights())
     out = tmp_path / "s.zip"
     code, _, stderr = run(root, out, capsys)
     assert code == 1
