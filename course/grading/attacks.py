@@ -149,6 +149,25 @@ ATTACKS = {
                 pass
         raise NotImplementedError
         """),
+    "gives_its_segment_to_root": ("init", """
+        import ctypes
+        libc = ctypes.CDLL(None)
+        segment = libc.shmget(0x5EEC, 4096, 0o1666)  # IPC_CREAT | 0666
+        ds = ctypes.create_string_buffer(512)
+        if libc.shmctl(segment, 2, ds) == 0:  # IPC_STAT
+            ds[4:8] = (0).to_bytes(4, "little")  # struct ipc_perm's uid: root
+            libc.shmctl(segment, 1, ds)  # IPC_SET: the cleanup would no longer see it as ours
+        raise NotImplementedError
+        """),
+    "fills_the_disk": ("init", """
+        import os
+        block = b"x" * 2**20
+        for index in range(200):  # 6.4 GB in 32 MiB files, each under the file-size limit
+            with open(f"hw_fill{index}", "wb") as out:
+                for _ in range(32):
+                    out.write(block)
+        raise NotImplementedError
+        """),
     "keeps_forking": ("init", """
         import os, time
         if os.fork() == 0:

@@ -21,14 +21,15 @@ import ctypes
 import functools
 import json
 import os
-import socket
+import shutil
 import sys
 from pathlib import Path
+
+import pytest
 
 from course.grading.paths import HIDDEN_DIR
 from course.grading.users import Sandbox
 from course.grading.warden import Warden
-from course.grading.zygote import Zygote
 
 OUTPUT_CHARS = 2500
 MESSAGE_CHARS = 600  # the failing assertion's own message, shown first
@@ -113,10 +114,15 @@ class SeamTransport:
     def pytest_runtest_setup(self, item) -> None:
         self.tests += 1
 
-    def pytest_runtest_teardown(self, item) -> None:
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_teardown(self, item):
+        """After the test (its sandbox closed): its tmp_path is no other test's to use, and
+        what its sandbox wrote there leaves the disk."""
+        yield
         own = item.funcargs.get("tmp_path") if hasattr(item, "funcargs") else None
         if own is not None:
             self.others.add(Path(own).name)
+            shutil.rmtree(own, onerror=_open_and_retry)
 
     def shared(self) -> list[Path]:
         """The basetemp's folders the current test's sandbox may use."""
@@ -129,7 +135,19 @@ class SeamTransport:
     def factory(self):
         """The current test's transport: a sandbox as the pool's next user."""
         slot = self.tests % len(self.pool)
-        return self.make_transport(slot, self.pool[slot], self.shared)
+        return self.make_transport(slot, self.shared)
+
+
+def _open_and_retry(function, path, _info) -> None:
+    """rmtree's error handler: a folder the sandbox closed (mode 000) is opened to its owner,
+    now the judge's user, and the removal tried again."""
+    try:
+        os.chmod(os.path.dirname(path), 0o700)
+        if os.path.isdir(path) and not os.path.islink(path):
+            os.chmod(path, 0o700)
+        function(path)
+    except OSError:
+        pass
 
 
 def run_judge(tree: Path, args: list[str], fd: int, transport, pool: list[Sandbox],
@@ -148,8 +166,6 @@ def run_judge(tree: Path, args: list[str], fd: int, transport, pool: list[Sandbo
         sys.path[:] = [str(tree)] + [p for p in sys.path if p not in ("", ".", repo)]
         sys.argv = ["pytest"]
         nodes = json.loads((tree / NODES).read_text())
-        import pytest
-
         basetemp = Path(args[args.index("--basetemp") + 1])
         pytest.main([*args, *nodes], plugins=[Reporter(fd, tree / HIDDEN_DIR),
                                               SeamTransport(transport, basetemp, pool)])
@@ -162,51 +178,34 @@ def run_judge(tree: Path, args: list[str], fd: int, transport, pool: list[Sandbo
         os._exit(0)
 
 
-def sandbox_env(tree: Path) -> dict:
-    return {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tree),
-            "TMPDIR": str(tree / "tmp"), "MPLBACKEND": "Agg", "MPLCONFIGDIR": str(tree / "tmp"),
-            "OMP_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1", "LANG": "C.UTF-8"}
-
-
 class SandboxTransport:
-    """A test's seam transport in the judge: a sandbox of its own, forked from the zygote
-    at the first request, over a copy of the submission's tree, and killed at the end.
+    """A test's seam transport in the judge: a sandbox of its own over a copy of the
+    submission's tree, started by the judge's warden at the first request, killed at the end.
     Every privileged step (the tree given to the sandbox user, the stop between calls, the
-    cleanup) is the warden's (course/grading/warden.py): the judge holds no privilege."""
+    cleanup) is the warden's (course/grading/warden.py), and so is the sandbox's channel:
+    each seam call is one request to the warden, which passes the message on and returns
+    the reply's bytes. The judge holds no privilege."""
 
-    def __init__(self, zygote: Zygote, warden: Warden, slot: int, sandbox: Sandbox, shared):
+    def __init__(self, warden: Warden, slot: int, shared):
         self.warden, self.shared = warden, shared  # shared(): the folders it may use
-        made = warden.call("tree", slot=slot)
-        self.tree = made["tree"]
-        self.channel, theirs = socket.socketpair()
-        request = {"tree": self.tree, "shared": [str(warden.basetemp)],
-                   "env": sandbox_env(Path(self.tree)), "uid": sandbox.uid,
-                   "gid": sandbox.gid, "cgroup": made["cgroup"]}
-        try:
-            pid = zygote.fork("sandbox", request, theirs.fileno())
-        finally:
-            theirs.close()
-        warden.call("started", tree=self.tree, pid=pid)
+        reply, _ = warden.call("tree", slot=slot)
+        if "tree" not in reply:
+            raise RuntimeError(f"the warden made no sandbox: {reply.get('error')}")
+        self.tree = reply["tree"]
 
     def exchange(self, message: bytes) -> bytes:
         from tests import seam
 
         folders = [str(folder) for folder in self.shared()]
-        self.warden.call("go", tree=self.tree, folders=folders)
-        try:
-            seam.send(self.channel, message)
-            reply = seam.receive(self.channel)
-        except OSError:
-            reply = None
-        finally:
-            self.warden.call("stop", tree=self.tree, folders=folders)
-        if reply is None:
-            raise seam.SeamError("the process running the code under test ended during this "
+        reply, payload = self.warden.call("call", payload=message, tree=self.tree,
+                                          folders=folders)
+        if payload is None:
+            raise seam.SeamError(reply.get("ended") or reply.get("error") or
+                                 "the process running the code under test ended during this "
                                  "call (an os._exit, a crash, or out of memory?)")
-        return reply
+        return payload
 
     def close(self) -> None:
-        self.channel.close()
         self.warden.call("close", tree=self.tree)
 
 
@@ -227,8 +226,7 @@ def main(request: dict, fd: int, facts: dict) -> None:
     spec = request["sandbox"]
     pool = [Sandbox(uid, gid) for uid, gid in spec["pool"]]
     judge = Sandbox(*spec["judge"]) if spec.get("judge") else Sandbox()
-    warden = Warden(pool, judge, Path(spec["template"]), Path(spec["work"]),
-                    Path(spec["basetemp"]))
+    warden = Warden(spec, facts["zygote"])
     drop_root(judge)
-    transport = functools.partial(SandboxTransport, Zygote.at(facts["zygote"]), warden)
+    transport = functools.partial(SandboxTransport, warden)
     run_judge(Path(request["tree"]), request["args"], fd, transport, pool, request["repo"])

@@ -78,7 +78,7 @@ def _one_judge(tree, nodes, seat, repo, result, test_seconds, deadline, too_late
     shutil.copytree(tree, own)
     (own / NODES).write_text(json.dumps(nodes))
     if seat.judge.sealed:  # the judge's user reads its tree and writes its work folder
-        give(own, seat.judge)
+        give(own, seat.judge, {os.geteuid()})
         os.chown(seat.work, seat.judge.uid, seat.judge.gid)
     read_fd, write_fd = os.pipe()
     args = ["-q", "-p", "no:cacheprovider", "--basetemp", str(seat.basetemp), "-o",

@@ -20,17 +20,21 @@ request, a sandbox
     course/grading/users.py), so that the grading files, the results and other submissions
     are out of its reach;
   - restricts its file system with Landlock (course/grading/landlock.py: it reads only its
-    tree, its test's folders, the Python environment and the system's files) and installs a
-    default-deny syscall policy (course/grading/syscalls.py), sealed or not;
-  - keeps one file descriptor, its channel to the judge, and sends /dev/null its output;
+    tree, its test's folders, the Python environment and the system's programs, libraries
+    and configuration; it writes only its tree, its test's folders and /dev/shm, where
+    multiprocessing keeps its locks) and installs a default-deny syscall policy
+    (course/grading/syscalls.py), sealed or not;
+  - keeps one file descriptor, its channel to its warden, and sends /dev/null its output;
   - imports only its tree: the submission's files (the given code as the handout has it)
     and the public test helpers. No test file enters it.
 
-It then answers the judge's requests (tests/seam.py: import, get an attribute, call, ...)
-until the judge closes the channel. Between requests it is stopped (its cgroup frozen;
-without one, SIGSTOP, which holds because the policy refuses ptrace), so that it cannot
-touch the files the judge reads; after the test, everything of its cgroup and its user is
-killed and what it left in any world-writable folder removed (course/grading/warden.py).
+It then answers the judge's requests, which its warden passes on (tests/seam.py: import, get
+an attribute, call, ...), until the channel closes. Between requests it is stopped (its
+cgroup frozen; without one, every process of its user stopped by SIGSTOP until none runs,
+which holds because the policy refuses ptrace), so that it cannot touch the files the judge
+reads; during a request its disk use is measured, and over its budget it is killed; after the
+test, everything of its cgroup and its user is killed and what it left in any world-writable
+folder removed (course/grading/warden.py).
 """
 
 import ctypes
@@ -54,6 +58,7 @@ CLONE_NEWNS, CLONE_NEWIPC, CLONE_NEWPID, CLONE_NEWNET = (0x00020000, 0x08000000,
 NAMESPACES = CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWPID | CLONE_NEWNET
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
 MS_BIND, MS_REC, MS_PRIVATE = 0x1000, 0x4000, 0x40000
+POSIX_IPC = ("/dev/shm",)  # writable: multiprocessing's locks and queues (POSIX semaphores)
 
 
 def _limit(kind: int, value: int) -> None:
@@ -120,14 +125,16 @@ def isolation_available() -> tuple[bool, str]:
     namespaces = os.geteuid() == 0 and _works_in_a_child(
         lambda: _unshare(NAMESPACES) and _mount("none", "/", None, MS_REC | MS_PRIVATE))
     policy = _works_in_a_child(_refused)
-    words = []
+    freezer = cgroup_root() is not None
+    words = [mode(namespaces, freezer)]
     if namespaces:
         words.append("network, IPC, mount and pid namespaces (no network, private System V "
                      "IPC, a private tmpfs over every world-writable folder, the grading "
                      "repository covered, every process killed with the sandbox)")
     if landlock.abi():
         words.append(f"Landlock ABI {landlock.abi()} (reads only its tree, its test's folders, "
-                     "the Python environment and the system's files; writes only the first two)")
+                     "the Python environment and the system's programs, libraries and "
+                     "configuration; writes only the first two and /dev/shm)")
     else:
         words.append("NO Landlock here (a kernel older than 5.13, or it is disabled): a sandbox "
                      "reads whatever its user may, another checkout of this repository included")
@@ -137,15 +144,28 @@ def isolation_available() -> tuple[bool, str]:
     else:
         words.append("NO syscall policy: libseccomp (pyseccomp) is missing or seccomp is "
                      "refused here")
-    if cgroup_root() is not None:
+    if freezer:
         words.append("a cgroup v2 of its own (frozen between calls, killed whole)")
     else:
-        words.append("no writable cgroup v2: stopped between calls by SIGSTOP (ptrace refused)")
+        words.append("no writable cgroup v2: stopped between calls by SIGSTOP to every process "
+                     "of its user until none runs (ptrace refused)")
     if os.geteuid() != 0:
         words.append("not running as root: sandboxes run as the grader's own user, unsealed")
     else:
         words.append("judges run as their own users (hw-judge), a root warden beside each")
     return namespaces, "; ".join(words)
+
+
+def mode(namespaces: bool, freezer: bool) -> str:
+    """The grading mode in a few words: who the grader runs as, in what, with what."""
+    if os.geteuid() != 0:
+        return "mode: not root (unsealed)"
+    container = " in a container" if os.path.exists("/run/.containerenv") else ""
+    if namespaces:
+        return f"mode: root{container} with namespaces" + (" and a cgroup freezer" * freezer)
+    return (f"mode: root{container} without namespaces (no CAP_SYS_ADMIN, or a seccomp profile "
+            "refusing unshare), " + ("a cgroup freezer" if freezer else
+                                     "no writable cgroup fs (Gradescope's container)"))
 
 
 def _become_init() -> None:
@@ -217,7 +237,8 @@ def main(request: dict, fd: int, facts: dict) -> None:
             os.setgroups([])
             os.setgid(gid)
             os.setuid(uid)
-        landlock.restrict([request["tree"], *request.get("shared", [])])
+        landlock.restrict([request["tree"], *request.get("shared", []),
+                           *[f for f in POSIX_IPC if os.path.isdir(f)]])
         syscalls.install()
         tree = request["tree"]
         os.chdir(tree)

@@ -12,11 +12,11 @@ import fcntl
 import functools
 import os
 import pwd
-import shutil
 import signal
 import stat
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -102,34 +102,210 @@ def make_tree(out: Path, files: dict[str, bytes], owner: Sandbox | None = None) 
     (out / "tmp").mkdir(exist_ok=True)
     out.chmod(0o700)
     if owner is not None and owner.sealed:
-        give(out, owner)
+        give(out, owner, {os.geteuid()})
 
 
-def give(folder: Path, owner: Sandbox) -> None:
-    """Make folder and everything under it the sandbox user's: the links themselves, never
-    what they point to (os.walk follows none), and only what it does not own yet."""
-    for root, dirs, files in os.walk(folder):
-        for name in [root, *(os.path.join(root, n) for n in dirs + files)]:
+# ------------------------------------------------------ root's walks, through descriptors
+# Root walks folders that a sandbox could have written (its tree, its test's folders) to
+# give them away, scrub them and remove them. Every walk goes through file descriptors: a
+# folder is opened relative to its parent's descriptor without following a link, an entry is
+# opened with O_PATH | O_NOFOLLOW and checked with fstat before anything is done to it, so
+# that no rename or link swapped in by a process still running redirects root to a file
+# outside the tree.
+MAX_DEPTH = 64  # deeper folders are removed whole, never walked
+AT_EMPTY_PATH = 0x1000
+_FOLDER = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def open_folder(path: str | Path, dir_fd: int | None = None) -> int:
+    """A descriptor of the folder at path (relative to dir_fd if given), never through a
+    link at its last component; OSError if it is not a folder."""
+    return os.open(path, _FOLDER, dir_fd=dir_fd)
+
+
+def _chown_fd(fd: int, uid: int, gid: int) -> None:
+    """Change the owner of what the O_PATH descriptor fd is (a link itself, if one)."""
+    if _libc.fchownat(fd, b"", uid, gid, AT_EMPTY_PATH) != 0:
+        raise OSError(ctypes.get_errno(), "fchownat")
+
+
+def _entries(fd: int) -> list[str]:
+    try:
+        with os.scandir(fd) as found:
+            return [entry.name for entry in found]
+    except OSError:
+        return []
+
+
+def walk_fd(top: int, visit, depth: int = 0) -> None:
+    """visit(dir_fd, name, fd, info) for every entry beneath the open folder top (folders
+    before their contents), fd an O_PATH descriptor of the entry and info its fstat; a
+    folder deeper than MAX_DEPTH is removed with what it holds instead. visit may return
+    "gone" (it removed the entry)."""
+    for name in _entries(top):
+        try:
+            fd = os.open(name, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=top)
+        except OSError:
+            continue
+        try:
+            info = os.fstat(fd)
+            if visit(top, name, fd, info) == "gone" or not stat.S_ISDIR(info.st_mode):
+                continue
+            if depth >= MAX_DEPTH:
+                remove_entry(top, name)
+                continue
             try:
-                if os.lstat(name).st_uid != owner.uid:
-                    os.chown(name, owner.uid, owner.gid, follow_symlinks=False)
+                inner = open_folder(name, top)
+            except OSError:
+                continue
+            try:
+                if os.path.samestat(os.fstat(inner), info):
+                    walk_fd(inner, visit, depth + 1)
+            finally:
+                os.close(inner)
+        finally:
+            os.close(fd)
+
+
+def give(folder: Path | int, owner: Sandbox, owners: set[int]) -> None:
+    """Make folder (a path or an open descriptor) and everything under it owner's: only
+    what one of owners owns (never a file of root's or another user's that a link or a
+    rename put there) and, but for folders, only what has a single link."""
+    def visit(_dir_fd, _name, fd, info) -> None:
+        plain = stat.S_ISDIR(info.st_mode) or info.st_nlink == 1
+        if info.st_uid in owners and info.st_uid != owner.uid and plain:
+            try:
+                _chown_fd(fd, owner.uid, owner.gid)
+            except OSError:
+                pass
+
+    top = folder if isinstance(folder, int) else open_folder(folder)
+    try:
+        visit(None, ".", top, os.fstat(top))
+        walk_fd(top, visit)
+    finally:
+        if not isinstance(folder, int):
+            os.close(top)
+
+
+def scrub(folder: int) -> None:
+    """Remove beneath the open folder everything but plain files and folders: links (a
+    link could point the judge at a file the sandbox cannot read), FIFOs (which block a
+    reader), sockets, devices, and files with a second hard link."""
+    def visit(dir_fd, name, _fd, info) -> str | None:
+        plain = stat.S_ISDIR(info.st_mode) or (stat.S_ISREG(info.st_mode)
+                                               and info.st_nlink == 1)
+        if plain:
+            return None
+        try:
+            os.unlink(name, dir_fd=dir_fd)
+        except OSError:
+            pass
+        return "gone"
+
+    walk_fd(folder, visit)
+
+
+def remove_entry(parent: int, name: str) -> None:
+    """Remove the entry name of the open folder parent, whatever a sandbox did to it
+    (links, modes, any depth): a folder is emptied level by level, each level's folders
+    moved up beside it first, so that no walk holds more than two descriptors or follows a
+    link."""
+    try:
+        info = os.stat(name, dir_fd=parent, follow_symlinks=False)
+    except OSError:
+        return
+    if not stat.S_ISDIR(info.st_mode):
+        try:
+            os.unlink(name, dir_fd=parent)
+        except OSError:
+            pass
+        return
+    try:
+        top = open_folder(name, parent)
+    except OSError:
+        return
+    try:
+        _empty(top)
+    finally:
+        os.close(top)
+    try:
+        os.rmdir(name, dir_fd=parent)
+    except OSError:
+        pass
+
+
+def _empty(top: int) -> None:
+    """Empty the open folder top (see remove_entry)."""
+    lifted = 0
+    for _ in range(1_000_000):
+        names = _entries(top)
+        if not names:
+            return
+        for name in names:
+            try:
+                inner = open_folder(name, top)
+            except OSError:  # not a folder (or gone)
+                try:
+                    os.unlink(name, dir_fd=top)
+                except OSError:
+                    pass
+                continue
+            try:
+                try:
+                    os.fchmod(inner, 0o700)
+                except OSError:
+                    pass
+                for sub in _entries(inner):
+                    if _is_folder(inner, sub):
+                        lifted += 1
+                        while _exists(top, f".lifted-{lifted}"):
+                            lifted += 1
+                        try:
+                            os.rename(sub, f".lifted-{lifted}", src_dir_fd=inner,
+                                      dst_dir_fd=top)
+                        except OSError:
+                            pass
+                    else:
+                        try:
+                            os.unlink(sub, dir_fd=inner)
+                        except OSError:
+                            pass
+            finally:
+                os.close(inner)
+            try:
+                os.rmdir(name, dir_fd=top)
             except OSError:
                 pass
 
 
+def _is_folder(dir_fd: int, name: str) -> bool:
+    try:
+        return stat.S_ISDIR(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode)
+    except OSError:
+        return False
+
+
+def _exists(dir_fd: int, name: str) -> bool:
+    try:
+        os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+        return True
+    except OSError:
+        return False
+
+
 def remove_tree(path: Path) -> None:
-    """Remove a tree whatever the submission did to it (links, modes)."""
-    if path.is_symlink() or path.is_file():
-        path.unlink()
+    """Remove the tree at path whatever the submission did to it (links, modes, depth);
+    path's own parent is trusted (a folder no sandbox writes in)."""
+    try:
+        parent = open_folder(path.parent)
+    except OSError:
         return
-    if not path.exists():
-        return
-    for folder in [path, *(p for p in path.rglob("*") if p.is_dir() and not p.is_symlink())]:
-        try:
-            folder.chmod(0o700)
-        except OSError:
-            pass
-    shutil.rmtree(path, ignore_errors=True)
+    try:
+        remove_entry(parent, path.name)
+    finally:
+        os.close(parent)
 
 
 @functools.cache
@@ -180,59 +356,120 @@ def kill_spawned(work: Path, pool: list[Sandbox]) -> None:
             remove_user_files(sandbox.uid)
 
 
+def processes_of(uid: int) -> dict[int, bool]:
+    """{pid: whether it may still run} for every process whose real, effective or saved
+    user is uid, from /proc/PID/status (a process /proc shows as root's, one that is not
+    dumpable, still says its users there). A process may run unless every thread of it is
+    stopped (T, t) or dead (Z, X): a leader that exited can leave threads running."""
+    found = {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            status = Path(f"/proc/{entry.name}/status").read_text()
+        except OSError:
+            continue
+        fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+        if uid not in [int(u) for u in fields.get("Uid", "").split()[:3]]:
+            continue
+        state = fields.get("State", "").split()[:1]
+        found[int(entry.name)] = state[0] not in "TtZX" if state else True
+        if state and state[0] in "ZX":  # its threads may live on
+            found[int(entry.name)] = any(_thread_runs(entry.name, tid) for tid in
+                                         _entries_of(f"/proc/{entry.name}/task"))
+    return found
+
+
+def _entries_of(folder: str) -> list[str]:
+    try:
+        return os.listdir(folder)
+    except OSError:
+        return []
+
+
+def _thread_runs(pid: str, tid: str) -> bool:
+    try:
+        stat_line = Path(f"/proc/{pid}/task/{tid}/stat").read_text()
+    except OSError:
+        return False
+    return stat_line.rsplit(")", 1)[-1].split()[0] not in "TtZX"
+
+
+def _send(pid: int, number: int) -> None:
+    """Send the signal to pid through a pidfd where the kernel has them (a pid reused
+    between the look in /proc and the signal is never hit), else by pid."""
+    try:
+        fd = os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        try:
+            os.kill(pid, number)
+        except OSError:
+            pass
+        return
+    try:
+        signal.pidfd_send_signal(fd, number)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+STOP_SECONDS = 2.0  # how long stopping a user's processes may take
+
+
+def stop_user(uid: int, seconds: float = STOP_SECONDS) -> bool:
+    """Stop every process of uid (SIGSTOP), passing over /proc until a pass finds none that
+    may run and the same processes as the pass before: a process that forks or exits in a
+    loop is caught once its last running copy is stopped. Whether that happened in time."""
+    previous, until = None, time.monotonic() + seconds
+    while time.monotonic() < until:
+        found = processes_of(uid)
+        running = [pid for pid, runs in found.items() if runs]
+        for pid in running:
+            _send(pid, signal.SIGSTOP)
+        if not running and set(found) == previous:
+            return True
+        previous = set(found)
+        if running:
+            time.sleep(0.0002)
+    return False
+
+
 def signal_user(uid: int, number: int) -> None:
-    """Send every process of uid the signal. A SIGKILL is sent again, after a SIGSTOP,
-    until none is left (a process that keeps forking gets a new pid at every step)."""
-    for _ in range(100 if number == signal.SIGKILL else 1):
-        found = 0
-        for entry in os.scandir("/proc"):
-            if entry.name.isdigit():
-                try:
-                    if entry.stat().st_uid == uid:
-                        if number == signal.SIGKILL:  # stopped first, it forks no more
-                            os.kill(int(entry.name), signal.SIGSTOP)
-                        os.kill(int(entry.name), number)
-                        found += 1
-                except (OSError, ProcessLookupError):
-                    pass
+    """Send every process of uid the signal. SIGKILL: all are stopped first, then killed,
+    again until none is left (a process that keeps forking gets a new pid at every step)."""
+    if number != signal.SIGKILL:
+        for pid in processes_of(uid):
+            _send(pid, number)
+        return
+    for _ in range(100):
+        stop_user(uid, 0.5)
+        found = processes_of(uid)
+        for pid in found:
+            _send(pid, signal.SIGKILL)
         if not found:
-            break
-
-
-def scrub(folder: Path) -> None:
-    """Remove under folder everything but plain files and folders: links (a link could
-    point the judge at a file the sandbox cannot read), FIFOs (which block a reader),
-    sockets, devices, and files with a second hard link."""
-    for root, dirs, files in os.walk(folder):
-        for name in dirs + files:
-            path = os.path.join(root, name)
-            try:
-                info = os.lstat(path)
-            except OSError:
-                continue
-            plain = stat.S_ISDIR(info.st_mode) or (stat.S_ISREG(info.st_mode)
-                                                   and info.st_nlink == 1)
-            if not plain:
-                try:
-                    os.unlink(path)
-                except OSError:
-                    pass
+            return
+        time.sleep(0.001)
 
 
 def remove_user_files(uid: int) -> None:
-    """Delete what the sandbox user left in any world-writable folder of the machine, and
-    its System V IPC objects, so that nothing of one test reaches a later one."""
+    """Delete what the sandbox user left in any world-writable folder of the machine (POSIX
+    shared memory and semaphores in /dev/shm included), and its System V IPC objects, so
+    that nothing of one test reaches a later one."""
     for folder in world_writable_folders():
         try:
-            entries = list(Path(folder).iterdir())
+            top = open_folder(folder)
         except OSError:
             continue
-        for path in entries:
-            try:
-                if path.lstat().st_uid == uid:
-                    remove_tree(path)
-            except OSError:
-                pass
+        try:
+            for name in _entries(top):
+                try:
+                    if os.stat(name, dir_fd=top, follow_symlinks=False).st_uid == uid:
+                        remove_entry(top, name)
+                except OSError:
+                    pass
+        finally:
+            os.close(top)
     remove_user_ipc(uid)
 
 
@@ -258,7 +495,8 @@ IPC_KINDS = (("shm", "shmid"), ("sem", "semid"), ("msg", "msqid"))  # /proc/sysv
 
 
 def _own_ipc(uid: int) -> list[tuple[str, int]]:
-    """(kind, id) of every System V object uid owns, from /proc/sysvipc."""
+    """(kind, id) of every System V object uid owns or created (an object given away
+with IPC_SET still names its creator), from /proc/sysvipc."""
     found = []
     for kind, column in IPC_KINDS:
         try:
@@ -266,11 +504,11 @@ def _own_ipc(uid: int) -> list[tuple[str, int]]:
         except OSError:
             continue
         header = lines[0].split() if lines else []
-        if column not in header or "uid" not in header:
+        if not {column, "uid", "cuid"} <= set(header):
             continue
         for line in lines[1:]:
             fields = line.split()
-            if int(fields[header.index("uid")]) == uid:
+            if uid in (int(fields[header.index("uid")]), int(fields[header.index("cuid")])):
                 found.append((kind, int(fields[header.index(column)])))
     return found
 

@@ -3,30 +3,39 @@
 Runs in a judge's warden, a child the judge (course/grading/judge.py) forks before it drops
 root for a user of its own (hw-judge, course/grading/users.py): from then on the judge's
 pytest run, which decodes what the sandboxes send, holds no privilege, and every privileged
-step of a test's sandbox goes through this process, over a socket pair, as one of a few
+step of a test's sandbox goes through this process, over a socket pair, as one of three
 requests whose arguments it checks itself:
 
-    tree    copy the submission's tree for a test's sandbox and give it to the sandbox user
-            (a slot of the judge's pool, never a uid the judge names), and make the
-            sandbox's cgroup where the machine has cgroup v2
-    go      give the test's folders (in the judge's basetemp) to the sandbox user, then let
-            the sandbox run (thaw its cgroup; elsewhere SIGCONT)
-    stop    stop it (freeze its cgroup and wait until it is frozen, which no process can
-            evade; elsewhere SIGSTOP, which holds because the syscall policy refuses
-            ptrace), then remove every link, FIFO, socket, device and hard-linked file it
-            left in the lent folders and give them back to the judge's user
+    tree    copy the submission's tree for a test's sandbox, give it to the sandbox user (a
+            slot of the judge's pool, never a uid the judge names), make the sandbox's
+            cgroup where the machine has cgroup v2, and have the zygote fork the sandbox;
+            the warden keeps the sandbox's channel
+    call    one seam call: give the test's folders (in the judge's basetemp) to the sandbox
+            user, let the sandbox run (thaw its cgroup; elsewhere SIGCONT), pass it the
+            judge's message and wait for its reply while measuring its disk use (DISK_BYTES,
+            DISK_FILES: over them it is killed), then stop it (freeze its cgroup and wait
+            until it is frozen; elsewhere SIGSTOP to every process of its user until a pass
+            over /proc finds none running and no new one), remove every link, FIFO, socket,
+            device and hard-linked file it left in the lent folders, give them back to the
+            judge's user, and return the reply's bytes undecoded
     close   kill everything of the sandbox (its cgroup, its session, its user), remove what
-            its user left anywhere and its System V objects, then its tree and cgroup
+            its user left anywhere, its System V objects (by owner or creator), then its tree
+            and cgroup
 
-The warden ends when the judge closes its end, and dies with the judge.
+Every walk over a folder a sandbox could write goes through file descriptors, never a path
+a link or a rename could redirect (users.walk_fd). The warden ends when the judge closes its
+end, and dies with the judge.
 """
 
 import ctypes
+import dataclasses
 import json
 import os
+import select
 import shutil
 import signal
 import socket
+import struct
 import time
 from pathlib import Path
 
@@ -34,11 +43,15 @@ from course.grading.users import (
     SPAWNED,
     Sandbox,
     give,
+    open_folder,
     remove_tree,
     remove_user_files,
     scrub,
     signal_user,
+    stop_user,
+    walk_fd,
 )
+from course.grading.zygote import Zygote
 
 PR_SET_PDEATHSIG = 1
 CGROUPS = "cgroups.txt"  # in a judge's work folder: every sandbox cgroup its warden made
@@ -136,118 +149,371 @@ def remove_cgroups(work: Path) -> None:
         kill_cgroup(Path(folder))
 
 
-# ----------------------------------------------------------------------------- warden
-class Warden:
-    """The judge's handle on its warden."""
+# ----------------------------------------------------------------------- disk budget
+DISK_BYTES = 256 * 2**20  # what one sandbox may hold on disk at once: its tree, its
+DISK_FILES = 10_000       # test's folders, its POSIX objects in /dev/shm
+POLL_SECONDS = 0.05  # how often a running sandbox's disk use is measured
 
-    def __init__(self, pool: list[Sandbox], judge: Sandbox, template: Path, work: Path,
-                 basetemp: Path):
+
+def usage(folders: list[int], uid: int | None) -> tuple[int, int]:
+    """(bytes, entries) beneath the open folders, and of uid's entries in /dev/shm."""
+    total = [0, 0]
+
+    def visit(_dir_fd, _name, _fd, info) -> None:
+        total[0] += info.st_blocks * 512
+        total[1] += 1
+
+    for folder in folders:
+        walk_fd(folder, visit)
+    if uid is not None and os.path.isdir("/dev/shm"):
+        for entry in os.scandir("/dev/shm"):
+            try:
+                info = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            if info.st_uid == uid:
+                total[0] += info.st_blocks * 512
+                total[1] += 1
+    return total[0], total[1]
+
+
+def over_budget(folders: list[int], uid: int | None) -> str | None:
+    """What a sandbox wrote beyond its disk budget, in words; None within it."""
+    used, entries = usage(folders, uid)
+    if used > DISK_BYTES:
+        return (f"the code under test wrote more than {DISK_BYTES >> 20} MiB to disk, the "
+                "grader's limit for one test: it was stopped")
+    if entries > DISK_FILES:
+        return (f"the code under test made more than {DISK_FILES:,} files and folders, the "
+                "grader's limit for one test: it was stopped")
+    return None
+
+
+# ----------------------------------------------------------------------------- warden
+def sandbox_env(tree: str) -> dict:
+    """The environment of a sandbox's code: its tree as home, its tree's tmp/ as TMPDIR."""
+    return {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": tree,
+            "TMPDIR": f"{tree}/tmp", "MPLBACKEND": "Agg", "MPLCONFIGDIR": f"{tree}/tmp",
+            "OMP_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1", "LANG": "C.UTF-8"}
+
+
+class Warden:
+    """The judge's handle on its warden: one request and its reply per call, each a JSON
+    line followed by the raw bytes it announces ("bytes": n)."""
+
+    def __init__(self, seat: dict, zygote: str):
         ours, theirs = socket.socketpair()
         self.pid = os.fork()
         if self.pid == 0:
             ours.close()
             try:
                 ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-                serve(theirs, pool, judge, template, work, basetemp)
+                serve(theirs, Seat.from_request(seat, zygote))
             finally:
                 os._exit(0)
         theirs.close()
-        self.basetemp = basetemp
-        self.channel = ours.makefile("rwb", buffering=0)
+        self.basetemp = Path(seat["basetemp"])
+        self.channel = ours
+        self.pending = 0  # replies the judge stopped waiting for (a test's time ran out)
 
-    def call(self, op: str, **args) -> dict:
-        self.channel.write((json.dumps({"op": op, **args}) + "\n").encode())
-        reply = self.channel.readline()
-        if not reply:
-            raise RuntimeError("the judge's warden ended")
-        return json.loads(reply)
-
-
-def serve(channel: socket.socket, pool: list[Sandbox], judge: Sandbox, template: Path,
-          work: Path, basetemp: Path) -> None:
-    """The warden's loop: one request per line, one reply per line, until the judge closes
-    its end. pool, judge and the folders come from the grader's request, before the judge
-    dropped root; a request names a sandbox only by its pool slot and its tree."""
-    stream = channel.makefile("rwb", buffering=0)
-    cgroups = cgroup_root()
-    sandboxes = {}  # tree -> (slot, pid, cgroup)
-    for line in stream:
+    def call(self, op: str, payload: bytes | None = None, **args) -> tuple[dict, bytes | None]:
+        """(the warden's reply, the bytes it carries) to a request; the request is written
+        whole even if the test's time limit strikes meanwhile."""
+        while self.pending:
+            self.pending -= 1
+            _read_reply(self.channel)
+        header = {"op": op, **args, **({"bytes": len(payload)} if payload is not None else {})}
+        data = (json.dumps(header) + "\n").encode() + (payload or b"")
+        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM})
         try:
-            request = json.loads(line)
-            reply = handle(request, pool, judge, template, work, basetemp, cgroups,
-                           sandboxes) or {}
+            self.channel.sendall(data)
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+        self.pending += 1
+        reply = _read_reply(self.channel)
+        self.pending -= 1
+        return reply
+
+
+def _read_line(channel: socket.socket) -> bytes:
+    line = bytearray()
+    while not line.endswith(b"\n"):
+        chunk = channel.recv(1)
+        if not chunk:
+            raise RuntimeError("the judge's warden ended")
+        line += chunk
+    return bytes(line)
+
+
+def _read_exactly(channel: socket.socket, size: int) -> bytes | None:
+    chunks, left = [], size
+    while left:
+        chunk = channel.recv(min(left, 1 << 20))
+        if not chunk:
+            return None
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
+
+
+def _read_reply(channel: socket.socket) -> tuple[dict, bytes | None]:
+    reply = json.loads(_read_line(channel))
+    if "bytes" not in reply:
+        return reply, None
+    payload = _read_exactly(channel, int(reply["bytes"]))
+    if payload is None:
+        raise RuntimeError("the judge's warden ended")
+    return reply, payload
+
+
+class Seat:
+    """What the warden serves, fixed by the grader before the judge dropped root: the pool
+    of sandbox users, the judge's user, the submission's template tree, the judge's work
+    folder and pytest's basetemp, and the zygote that forks sandboxes."""
+
+    def __init__(self, pool, judge, template, work, basetemp, zygote):
+        self.pool, self.judge, self.template = pool, judge, template
+        self.work, self.basetemp, self.zygote = work, basetemp, zygote
+        self.cgroups = cgroup_root()
+        self.sandboxes: dict[str, Running] = {}
+
+    @classmethod
+    def from_request(cls, seat: dict, zygote: str) -> "Seat":
+        return cls([Sandbox(uid, gid) for uid, gid in seat["pool"]],
+                   Sandbox(*seat["judge"]) if seat.get("judge") else Sandbox(),
+                   Path(seat["template"]), Path(seat["work"]), Path(seat["basetemp"]), zygote)
+
+
+@dataclasses.dataclass
+class Running:
+    """A sandbox the warden started: its pool user, pid, cgroup and channel."""
+    user: Sandbox
+    pid: int
+    cgroup: Path | None
+    channel: socket.socket
+    ended: str | None = None  # why the warden ended it (over its disk budget)
+
+
+def serve(channel: socket.socket, seat: Seat) -> None:
+    """The warden's loop: one request, one reply, until the judge closes its end."""
+    while True:
+        try:
+            request = json.loads(_read_line(channel))
+            payload = None
+            if "bytes" in request:
+                payload = _read_exactly(channel, int(request["bytes"]))
+                if payload is None:
+                    return
+        except RuntimeError:
+            return
+        except ValueError as err:
+            _reply(channel, {"error": f"ValueError: {err}"})
+            continue
+        try:
+            reply, data = handle(request, payload, seat, channel)
         except (ValueError, KeyError, TypeError, IndexError, OSError) as err:
-            reply = {"error": f"{type(err).__name__}: {err}"}
-        stream.write((json.dumps(reply) + "\n").encode())
+            reply, data = {"error": f"{type(err).__name__}: {err}"}, None
+        _reply(channel, reply, data)
 
 
-def _inside(path: str, root: Path) -> Path:
-    """path, if it lies strictly inside root (no link on the way); else ValueError."""
-    resolved = Path(os.path.realpath(path))
-    if resolved == root or not resolved.is_relative_to(root) or resolved != Path(path):
-        raise ValueError(f"{path} is not inside {root}")
-    return resolved
+def _reply(channel: socket.socket, reply: dict, data: bytes | None = None) -> None:
+    if data is not None:
+        reply = {**reply, "bytes": len(data)}
+    channel.sendall((json.dumps(reply) + "\n").encode() + (data or b""))
 
 
-def handle(request: dict, pool, judge, template, work, basetemp, cgroups,
-           sandboxes) -> dict | None:
-    """One request (see the module's docstring); its reply, if it has one."""
+def handle(request: dict, payload: bytes | None, seat: Seat,
+           judge: socket.socket) -> tuple[dict, bytes | None]:
+    """One request (see the module's docstring): its reply and the bytes it carries."""
     op = request["op"]
     if op == "tree":
-        slot = int(request["slot"]) % len(pool)
-        tree = work / f"sandbox-{os.getpid()}-{time.monotonic_ns()}"
-        shutil.copytree(template, tree, symlinks=True)
-        user = pool[slot]
-        if user.sealed:
-            give(tree, user)
-        cgroup = None
-        if cgroups is not None:
-            cgroup = cgroups / f"hw-sandbox-{os.getpid()}-{time.monotonic_ns()}"
-            cgroup.mkdir()
-            with open(work / CGROUPS, "a") as made:
-                made.write(f"{cgroup}\n")
-        sandboxes[str(tree)] = [slot, None, cgroup]
-        return {"tree": str(tree), "cgroup": str(cgroup) if cgroup else None}
-    tree = request["tree"]
-    slot, pid, cgroup = sandboxes[tree]
-    user = pool[slot]
-    folders = [_inside(f, basetemp) for f in request.get("folders", [])]
-    if op == "started":
-        sandboxes[tree][1] = int(request["pid"])
-        with open(work / SPAWNED, "a") as spawned:  # for the grader, should the judge die
-            spawned.write(f"{int(request['pid'])}\n")
-    elif op == "go":
-        if user.sealed:
-            for folder in folders:
-                give(folder, user)
-        if not (cgroup and freeze(cgroup, 0)):
-            _signal(pid, user, signal.SIGCONT)
-    elif op == "stop":
-        if not (cgroup and freeze(cgroup, 1)):
-            _signal(pid, user, signal.SIGSTOP)
-        for folder in folders:
-            scrub(folder)
-            if judge.sealed:
-                give(folder, judge)
-    elif op == "close":
-        if cgroup:
-            kill_cgroup(cgroup)
-        _signal(pid, user, signal.SIGKILL)
-        if user.sealed:
-            remove_user_files(user.uid)
-        remove_tree(Path(tree))
-        del sandboxes[tree]
-    else:
-        raise ValueError(f"unknown request {op!r}")
-    return None
+        return {"tree": start(seat, int(request["slot"]) % len(seat.pool))}, None
+    tree = str(request["tree"])
+    running = seat.sandboxes[tree]
+    if op == "call":
+        if payload is None:
+            raise ValueError("a call without its message")
+        return relay(seat, tree, running, payload, request.get("folders", []), judge)
+    if op == "close":
+        close(seat, tree, running)
+        return {}, None
+    raise ValueError(f"unknown request {op!r}")
 
 
-def _signal(pid: int | None, user: Sandbox, number: int) -> None:
-    """Signal the sandbox's session, and (sealed) every process of its user."""
-    if pid is not None:
-        try:
-            os.killpg(pid, number)
-        except (ProcessLookupError, PermissionError):
-            pass
+def start(seat: Seat, slot: int) -> str:
+    """Copy the template into a new tree, give it to the slot's user, make the sandbox's
+    cgroup, and have the zygote fork the sandbox (stopped until its first call)."""
+    user = seat.pool[slot]
+    tree = seat.work / f"sandbox-{os.getpid()}-{time.monotonic_ns()}"
+    shutil.copytree(seat.template, tree, symlinks=True)
     if user.sealed:
-        signal_user(user.uid, number)
+        give(tree, user, {os.geteuid()})
+    cgroup = None
+    if seat.cgroups is not None:
+        cgroup = seat.cgroups / f"hw-sandbox-{os.getpid()}-{time.monotonic_ns()}"
+        cgroup.mkdir()
+        with open(seat.work / CGROUPS, "a") as made:
+            made.write(f"{cgroup}\n")
+    ours, theirs = socket.socketpair()
+    request = {"tree": str(tree), "shared": [str(seat.basetemp)], "env": sandbox_env(str(tree)),
+               "uid": user.uid, "gid": user.gid, "cgroup": str(cgroup) if cgroup else None}
+    try:
+        pid = Zygote.at(seat.zygote).fork("sandbox", request, theirs.fileno())
+    finally:
+        theirs.close()
+    with open(seat.work / SPAWNED, "a") as spawned:  # for the grader, should the judge die
+        spawned.write(f"{pid}\n")
+    seat.sandboxes[str(tree)] = Running(user, pid, cgroup, ours)
+    return str(tree)
+
+
+def lent(seat: Seat, folders: list) -> list[int]:
+    """Descriptors of the test's folders: each a folder directly in the basetemp, opened
+    without following a link (the judge names them; the warden trusts no path)."""
+    base = open_folder(seat.basetemp)
+    opened = []
+    try:
+        for folder in folders:
+            path = Path(str(folder))
+            if path.parent != seat.basetemp or path.name in ("", ".", ".."):
+                raise ValueError(f"{folder} is not a folder of the basetemp")
+            opened.append(open_folder(path.name, base))
+    except (OSError, ValueError):
+        for fd in opened:
+            os.close(fd)
+        raise
+    finally:
+        os.close(base)
+    return opened
+
+
+def relay(seat: Seat, tree: str, running: Running, message: bytes, folders: list,
+          judge: socket.socket) -> tuple[dict, bytes | None]:
+    """One seam call: lend the test's folders to the sandbox user, let the sandbox run,
+    pass it the judge's message and wait for its reply (measuring its disk use meanwhile),
+    stop it, scrub the folders and give them back to the judge's user. The reply's bytes
+    are passed on as they are: the warden never decodes them."""
+    fds = lent(seat, folders)
+    tree_fd = open_folder(tree)
+    user, reply = running.user, None
+    try:
+        if user.sealed:
+            for fd in fds:
+                give(fd, user, {seat.judge.uid if seat.judge.sealed else os.geteuid()})
+        if running.ended is None:
+            go(running)
+            reply = exchange(running, message, [tree_fd, *fds], judge)
+            stop(running)
+            if running.ended is None:
+                running.ended = over_budget([tree_fd, *fds], user.uid)
+            if running.ended is not None:
+                end(running)
+        for fd in fds:
+            scrub(fd)
+            if seat.judge.sealed:
+                give(fd, seat.judge, {user.uid})
+    finally:
+        for fd in [tree_fd, *fds]:
+            os.close(fd)
+    if running.ended is not None or reply is None:
+        return {"ended": running.ended}, None
+    return {}, reply
+
+
+def exchange(running: Running, message: bytes, folders: list[int],
+             judge: socket.socket) -> bytes | None:
+    """Send the sandbox the framed message and read one framed reply; None if it ended,
+    sent more than a seam message may hold, went over its disk budget, or the judge sent
+    another request meanwhile (its test's time ran out). Bytes the sandbox sent unasked
+    (before the message, or after its reply) are dropped."""
+    from tests.seam import MAX_MESSAGE_BYTES  # the repository's (the warden's import path)
+
+    channel = running.channel
+    try:
+        _drain(channel)
+        channel.settimeout(60)
+        channel.sendall(struct.pack("<Q", len(message)) + message)
+        channel.setblocking(False)
+    except OSError:
+        return None
+    received, size = bytearray(), None
+    while size is None or len(received) < 8 + size:
+        ready, _, _ = select.select([channel, judge], [], [], POLL_SECONDS)
+        if judge in ready:  # the judge gave up on this call: its test's time ran out
+            running.ended = "this test ran over its time limit during this call"
+            return None
+        if channel not in ready:
+            running.ended = over_budget(folders, running.user.uid)
+            if running.ended is not None:
+                return None
+            continue
+        try:
+            chunk = channel.recv(1 << 20)
+        except BlockingIOError:
+            continue
+        except OSError:
+            return None
+        if not chunk:
+            return None
+        received += chunk
+        if size is None and len(received) >= 8:
+            (size,) = struct.unpack("<Q", received[:8])
+            if size > MAX_MESSAGE_BYTES:
+                return None
+    return bytes(received[8:8 + size])
+
+
+def _drain(channel: socket.socket) -> None:
+    """Drop whatever the sandbox's channel holds unread."""
+    channel.setblocking(False)
+    try:
+        while channel.recv(1 << 20):
+            pass
+    except (BlockingIOError, InterruptedError):
+        pass
+
+
+def go(running: Running) -> None:
+    """Let the sandbox run: thaw its cgroup, else SIGCONT."""
+    if not (running.cgroup and freeze(running.cgroup, 0)):
+        _signal(running, signal.SIGCONT)
+
+
+def stop(running: Running) -> None:
+    """Stop the sandbox: freeze its cgroup and wait until it is frozen, else stop every
+    process of its user until none runs (users.stop_user); what cannot be stopped in time
+    is killed."""
+    if running.cgroup and freeze(running.cgroup, 1):
+        return
+    _signal(running, signal.SIGSTOP)
+    if running.user.sealed and not stop_user(running.user.uid):
+        running.ended = "the code under test could not be stopped between calls: it was killed"
+        end(running)
+
+
+def end(running: Running) -> None:
+    """Kill everything of the sandbox: its cgroup, its session, its user's processes."""
+    if running.cgroup:
+        kill_cgroup(running.cgroup)
+    _signal(running, signal.SIGKILL)
+
+
+def close(seat: Seat, tree: str, running: Running) -> None:
+    """Kill the sandbox, remove what its user left anywhere and its System V objects, then
+    its tree and its cgroup."""
+    running.channel.close()
+    end(running)
+    if running.user.sealed:
+        remove_user_files(running.user.uid)
+    remove_tree(Path(tree))
+    del seat.sandboxes[tree]
+
+
+def _signal(running: Running, number: int) -> None:
+    """Signal the sandbox's session, and (sealed) every process of its user."""
+    try:
+        os.killpg(running.pid, number)
+    except (ProcessLookupError, PermissionError):
+        pass
+    if running.user.sealed:
+        signal_user(running.user.uid, number)

@@ -165,6 +165,8 @@ def test_nothing_outlives_a_test(graded):
         assert not Path(folder, "hw_left_behind").exists(), f"a file left in {folder}"
     shm = Path("/proc/sysvipc/shm").read_text().splitlines()
     assert not any(line.split()[0] == str(0x5EED) for line in shm[1:]), "shared memory left"
+    assert not any(line.split()[0] == str(0x5EEC) for line in shm[1:]), (
+        "shared memory given to root was left")
     # a process that keeps forking is stopped and killed at once: measured 0.7 s over the
     # empty handout's 9 s (it once stretched a part's grading from 10 s to 59 s)
     extra = graded["keeps_forking"]["seconds"] - graded["handout"]["seconds"]
@@ -178,8 +180,10 @@ def test_no_file_of_the_grading_repository_changed(graded):
 def test_the_grader_names_what_went_wrong(graded):
     outputs = {name: " ".join(t["output"] for t in graded[name]["tests"]
                               if t["visibility"] == "visible")
-               for name in ("os_exit_in_a_test", "endless_loop", "patches_torch_in_a_test")}
+               for name in ("os_exit_in_a_test", "endless_loop", "patches_torch_in_a_test",
+                            "fills_the_disk")}
     assert "ended during this call" in outputs["os_exit_in_a_test"]
+    assert "wrote more than" in outputs["fills_the_disk"]
     assert "time limit" in outputs["endless_loop"]
     assert "NotImplementedError" in outputs["patches_torch_in_a_test"]
 

@@ -68,6 +68,10 @@ found = {
     "pidfd_getfd": call("pidfd_getfd", -1, 0, 0),
     "setuid": call("setuid", os.getuid()),
     "clone_newuser": call("clone", 0x10000000 | 17, 0, 0, 0, 0),
+    "shmctl_ipc_set": call("shmctl", 0, 1 | 0x100, 0),
+    "semctl_ipc_set": call("semctl", 0, 0, 1 | 0x100, 0),
+    "msgctl_ipc_set": call("msgctl", 0, 1, 0),
+    "mq_open": call("mq_open", 0, 0, 0, 0),
 }
 """
 SHOULD_WORK = ("socket", "socket_unix", "socketpair", "unshare", "unshare_user", "prctl_dumpable",
@@ -138,6 +142,8 @@ def test_every_probed_call_is_refused_inside_a_graded_sandbox(tmp_path):
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to act as another user")
 def test_system_v_objects_of_a_sandbox_user_are_removed():
+    """Its shared memory, semaphores and message queues, and a segment it gave to root
+    (IPC_SET, which a sandbox's policy refuses, done here without one): removed by creator."""
     import pwd
 
     uid = pwd.getpwnam("nobody").pw_uid
@@ -148,22 +154,32 @@ def test_system_v_objects_of_a_sandbox_user_are_removed():
             os.setuid(uid)
             ok = [libc.shmget(0x5EEE, 4096, 0o1600) >= 0, libc.semget(0x5EEE, 1, 0o1600) >= 0,
                   libc.msgget(0x5EEE, 0o1600) >= 0]
+            given = libc.shmget(0x5EEF, 4096, 0o1600)
+            ds = ctypes.create_string_buffer(512)
+            ok.append(given >= 0 and libc.shmctl(given, 2, ds) == 0)  # IPC_STAT
+            ds[4:8] = (0).to_bytes(4, "little")  # struct ipc_perm's uid: root
+            ok.append(libc.shmctl(given, 1, ds) == 0)  # IPC_SET
             os._exit(0 if all(ok) else 1)
         finally:
             os._exit(2)
     _, status = os.waitpid(pid, 0)
     assert os.WEXITSTATUS(status) == 0, "the objects could not be made"
 
-    def owned() -> list[str]:
+    def made() -> list[str]:
         rows = []
         for kind in ("shm", "sem", "msg"):
             lines = open(f"/proc/sysvipc/{kind}").read().splitlines()
-            column = lines[0].split().index("uid")
-            rows += [f"{kind}: {line}" for line in lines[1:] if int(line.split()[column]) == uid]
+            columns = [lines[0].split().index(c) for c in ("uid", "cuid")]
+            rows += [f"{kind}: {line}" for line in lines[1:]
+                     if uid in [int(line.split()[c]) for c in columns]]
         return rows
-    assert len(owned()) == 3
+    assert len(made()) == 4
+    shm = open("/proc/sysvipc/shm").read().splitlines()
+    owner, creator = (shm[0].split().index(c) for c in ("uid", "cuid"))
+    assert any(row.split()[owner] == "0" and row.split()[creator] == str(uid)
+               for row in shm[1:]), "the segment was not given to root"
     remove_user_ipc(uid)
-    assert owned() == []
+    assert made() == []
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to act as the sandbox user")
@@ -220,29 +236,43 @@ def test_a_batchs_graded_code_is_closed_to_the_sandbox_users(monkeypatch):
     assert os.WEXITSTATUS(status) == 0, "another user read the batch's graded code"
 
 
+# where a TA may keep another, world-readable checkout: none is in a sandbox's read scope
+OTHER_CHECKOUTS = ("/tmp", "/opt", "/srv", "/home", "/usr/local/share", "/var", "/usr/share")
+
+
 def test_another_checkout_on_the_machine_is_out_of_a_sandboxs_reach(tmp_path):
-    """Landlock: a world-readable copy of a hidden test elsewhere on the machine (a TA's
-    other checkout) cannot be read from a graded sandbox, nor this repository's own."""
+    """Landlock: a world-readable copy of a hidden test and a reference file elsewhere on the
+    machine (a TA's other checkout, in each usual place) cannot be read from a graded
+    sandbox, nor this repository's own."""
     import shutil
     import tempfile
     from pathlib import Path
 
     from provided.common import REPO_ROOT
 
-    other = Path(tempfile.mkdtemp(prefix="hw_other_checkout_", dir="/tmp"))
+    others, targets = [], []
     try:
-        other.chmod(0o755)
-        secret = other / "test_hidden_p1a.py"
-        secret.write_text("def test_every_item_by_hand(): pass\n")
-        secret.chmod(0o644)
-        targets = [str(secret), str(REPO_ROOT / "course" / "grading" / "hidden" /
-                                    "test_hidden_p1a.py"), str(REPO_ROOT / "problem1" / "model.py")]
+        for place in OTHER_CHECKOUTS:
+            if not os.path.isdir(place):
+                continue
+            other = Path(tempfile.mkdtemp(prefix="hw_other_checkout_", dir=place))
+            others.append(other)
+            other.chmod(0o755)
+            for name, source in (("test_hidden_p1a.py", "def test_every_item_by_hand(): pass\n"),
+                                 ("model.py", (REPO_ROOT / "problem1" / "model.py").read_text())):
+                (other / name).write_text(source)
+                (other / name).chmod(0o644)
+                targets.append(str(other / name))
+        targets += [str(REPO_ROOT / "course" / "grading" / "hidden" / "test_hidden_p1a.py"),
+                    str(REPO_ROOT / "problem1" / "model.py")]
         code = (f"import json\nfound = []\nfor path in {targets!r}:\n"
                 "    try:\n        open(path).read()\n        found.append(path)\n"
                 "    except OSError:\n        pass\n")
         reports = reports_from_a_graded_sandbox(tmp_path, code, "READ")
     finally:
-        shutil.rmtree(other)
+        for other in others:
+            shutil.rmtree(other)
+    assert len(targets) >= 2 * 5 + 2, targets
     assert all(found == [] for found in reports), reports[:3]
 
 

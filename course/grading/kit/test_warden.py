@@ -1,0 +1,199 @@
+"""The warden against a sandbox that fights its stop, fills the disk or races root's walks.
+
+The warden (course/grading/warden.py) is driven here as a judge drives it, a seam call at a
+time, over a tree of two files (the seam's server and a probe module): once with the
+machine's cgroup freezer where root may make one, and once forced onto the path a container
+without a writable cgroup fs takes (SIGSTOP, stop_user). Root's walks over folders a
+sandbox wrote (give, scrub) are raced by a process of another user that keeps exchanging a
+folder and a link to a root-owned folder outside (renameat2 RENAME_EXCHANGE). Needs root.
+"""
+
+import ctypes
+import os
+import pwd
+import shutil
+import stat
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from course.grading import warden as warden_module
+from course.grading.judge import SandboxTransport
+from course.grading.users import (
+    JUDGE_USER,
+    Sandbox,
+    give,
+    open_folder,
+    remove_tree,
+    sandbox_pool,
+    sandbox_user,
+    scrub,
+)
+from course.grading.zygote import Zygote
+from provided.common import REPO_ROOT
+from tests import seam
+
+pytestmark = [pytest.mark.kit, pytest.mark.timeout(300),
+              pytest.mark.skipif(os.geteuid() != 0, reason="sandbox users need root")]
+
+PROBE = '''
+import os, time
+
+
+def start_forker(log):
+    """A helper in its own session that forks and exits in a loop, writing the time."""
+    if os.fork() == 0:
+        os.setsid()
+        while True:
+            if os.fork():
+                os._exit(0)
+            with open(log, "a") as out:
+                out.write(f"{time.monotonic()}\\n")
+            time.sleep(0.002)
+
+
+def run_for(seconds):
+    """Let the helpers run for seconds within this call; the time at its end."""
+    time.sleep(seconds)
+    return time.monotonic()
+
+
+def times(log):
+    return [float(line) for line in open(log).read().split()]
+
+
+def fill(folder, megabytes):
+    """Write files of 32 MiB until megabytes are written or a write fails."""
+    block = b"x" * 2**20
+    for index in range(megabytes // 32):
+        with open(os.path.join(folder, f"fill{index}"), "wb") as out:
+            for _ in range(32):
+                out.write(block)
+    return "written"
+'''
+
+
+@pytest.fixture(params=["cgroup freezer where there is one", "no cgroup: SIGSTOP"])
+def transport(request, monkeypatch):
+    """A seam transport on a warden of a judge as root, over a tree of the seam and PROBE."""
+    if request.param.startswith("no cgroup"):
+        monkeypatch.setattr(warden_module, "cgroup_root", lambda: None)
+    root = Path(tempfile.mkdtemp(prefix="hw_warden_"))
+    root.chmod(0o711)
+    template, work = root / "template", root / "work"
+    (template / "tests").mkdir(parents=True)
+    shutil.copy(REPO_ROOT / "tests" / "seam.py", template / "tests" / "seam.py")
+    (template / "probe.py").write_text(PROBE)
+    (template / "tmp").mkdir()
+    work.mkdir(mode=0o711)
+    (work / "pytest").mkdir(mode=0o711)
+    zygote = Zygote(root)
+    judge = sandbox_user(JUDGE_USER)
+    seat = {"pool": [[user.uid, user.gid] for user in sandbox_pool(1)],
+            "judge": [judge.uid, judge.gid], "template": str(template), "work": str(work),
+            "basetemp": str(work / "pytest")}
+    warden = warden_module.Warden(seat, zygote.path)
+    made = SandboxTransport(warden, 0, lambda: [])
+    try:
+        yield made
+    finally:
+        made.close()
+        warden.channel.close()
+        os.waitpid(warden.pid, 0)
+        zygote.close()
+        remove_tree(root)
+
+
+@pytest.fixture
+def probe(transport, monkeypatch):
+    """The probe module in the sandbox, through the seam (this test's own session)."""
+    monkeypatch.setattr(seam, "_SESSION", seam.Session(lambda: transport))
+    return seam.submission("probe")
+
+
+def test_a_process_that_forks_in_a_loop_does_not_run_between_calls(transport, probe):
+    log = f"{transport.tree}/tmp/forker.log"
+    probe.start_forker(log)
+    stopped_at = probe.run_for(0.3)  # a call's own time: the helper writes
+    time.sleep(1.0)  # between two calls: the helper must not run
+    resumed_at = probe.run_for(0)
+    written = probe.times(log)
+    between = [t for t in written if stopped_at + 0.1 < t < resumed_at - 0.05]
+    assert len([t for t in written if t < stopped_at]) > 10, "the helper never ran"
+    assert between == [], (f"a helper that forks in a loop ran {len(between)} times while its "
+                           "sandbox was stopped between two calls")
+
+
+def test_a_sandbox_that_fills_the_disk_is_stopped(transport, probe):
+    with pytest.raises(seam.SeamError, match="wrote more than"):
+        probe.fill(f"{transport.tree}/tmp", 4096)
+    written = sum(p.stat().st_size for p in Path(transport.tree, "tmp").glob("fill*"))
+    assert written < warden_module.DISK_BYTES + 512 * 2**20, f"{written >> 20} MiB written"
+
+
+RENAME_EXCHANGE = 2
+
+
+def _swap_until(folder: Path, uid: int, seconds: float) -> int:
+    """A child as uid that keeps exchanging folder/d (a folder) and folder/l (a link to the
+    victim) until seconds have passed; its pid."""
+    pid = os.fork()
+    if pid:
+        return pid
+    try:
+        os.setgid(pwd.getpwuid(uid).pw_gid)
+        os.setuid(uid)
+        libc = ctypes.CDLL(None, use_errno=True)
+        until = time.monotonic() + seconds
+        while time.monotonic() < until:
+            libc.renameat2(-100, str(folder / "d").encode(), -100, str(folder / "l").encode(),
+                           RENAME_EXCHANGE)
+    finally:
+        os._exit(0)
+
+
+def test_roots_walks_are_not_redirected_by_swapped_links(tmp_path):
+    """give and scrub, root's walks over a lent folder, while its owner keeps swapping a
+    folder inside it with a link to a root-owned folder outside: nothing outside changes."""
+    attacker = pwd.getpwnam("nobody")
+    other = sandbox_user(JUDGE_USER)
+    area = Path(tempfile.mkdtemp(prefix="hw_swap_"))
+    try:
+        area.chmod(0o711)
+        victim = area / "victim"
+        victim.mkdir(mode=0o700)
+        (victim / "secret").write_text("root's")
+        (victim / "secret").chmod(0o600)
+        lent = area / "lent"
+        (lent / "d").mkdir(parents=True)
+        (lent / "d" / "file").write_text("x")
+        os.symlink(victim, lent / "l")
+        for path in (lent, lent / "d", lent / "d" / "file", lent / "l"):
+            os.chown(path, attacker.pw_uid, attacker.pw_gid, follow_symlinks=False)
+        swapper = _swap_until(lent, attacker.pw_uid, 4.0)
+        owners = {attacker.pw_uid, other.uid}
+        until = time.monotonic() + 3.5
+        while time.monotonic() < until:
+            fd = open_folder(lent)
+            try:
+                give(fd, other, owners)
+                give(fd, Sandbox(attacker.pw_uid, attacker.pw_gid), owners)
+            finally:
+                os.close(fd)
+        os.waitpid(swapper, 0)
+        fd = open_folder(lent)
+        try:
+            scrub(fd)
+        finally:
+            os.close(fd)
+        for path in (victim, victim / "secret"):
+            info = path.stat()
+            assert info.st_uid == 0, f"root gave {path} away to uid {info.st_uid}"
+        assert stat.S_IMODE(victim.stat().st_mode) == 0o700
+        assert stat.S_IMODE((victim / "secret").stat().st_mode) == 0o600
+        assert not (lent / "l").is_symlink() and not (lent / "d").is_symlink(), (
+            "scrub left a link in the lent folder")
+    finally:
+        remove_tree(area)
