@@ -7,8 +7,9 @@ need not read it.
 The grader runs each solution file (a problemN/*.py with functions to write) as you wrote
 it, with one change: the *given* code, every function, method and class that holds nothing
 for you to write, is the handout's, whatever your file has there. Every other given file of
-a problem folder (config.py, __init__.py, ...) is the handout's whole. So that you can see
-this before the deadline, the handout's code of the problem folders is kept in
+a problem folder (config.py, ...) is the handout's whole, except its __init__.py: empty in
+the handout, it is yours (a helper there is graded). So that you can see this before the
+deadline, the handout's code of the problem folders is kept in
 provided/handout_code.json; `python -m provided.submission` says which given function of
 yours differs from it, and `--check` runs the public tests on your zip with it put back.
 

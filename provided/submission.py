@@ -98,6 +98,10 @@ MiB = 2**20
 # problems together, taken in order of their paths until the next would pass it).
 DATA_SUFFIXES = (".json", ".csv", ".txt", ".npy")
 DATA_BYTES = 4 * MiB
+# the given files that are the student's: a problem folder's __init__.py, empty in the
+# handout, is taken as the student's own module (a helper written there is graded); every
+# other given file (config.py, ...) is the handout's in the grader
+OWN_GIVEN = tuple(f"{problem}/__init__.py" for problem in PROBLEMS)
 # a try's files in a results folder: a run name that no prescribed configuration has
 RUN_FILE = re.compile(r"^(?:training_log_(?P<log>.+?)(?<!\.partial)\.json|model_(?P<model>.+)\.pth"
                       r"|samples_(?P<samples>.+)\.txt|resume_(?P<resume>.+)\.pth)$")
@@ -463,7 +467,8 @@ def run_names(data, depth: int = 0) -> set[str]:
 def given_code_findings(root: Path, handout) -> list[str]:
     """One warning per problem file whose given code differs from the handout's: which
     given function, method or class the grader puts back, which it adds; a given file
-    (config.py, __init__.py, ...) the grader takes whole from the handout."""
+    (config.py, ...) the grader takes whole from the handout. A problem folder's
+    __init__.py is the student's (OWN_GIVEN): never named."""
     from provided.given import given_changes, read_source
 
     if handout is None:
@@ -477,6 +482,8 @@ def given_code_findings(root: Path, handout) -> list[str]:
             ours = ast.dump(ast.parse(student))
         except (OSError, SyntaxError, ValueError, UnicodeDecodeError, RecursionError):
             continue  # missing or not compiling: an error of the zip's check already
+        if name in OWN_GIVEN:
+            continue  # the student's to fill: taken as it is
         if name not in handout.regions:
             if ours != ast.dump(ast.parse(text)):
                 warnings.append(f"{name} differs from the handout's, which the grader uses "
@@ -588,7 +595,7 @@ def checked_tree(archive: zipfile.ZipFile, source: Path, handout, out: Path) -> 
                       "used" for what in changed]
             notes += [f"{name}: {what} is not in your file: the handout's is used"
                       for what in lacking]
-        elif name in handout.files:
+        elif name in handout.files and name not in OWN_GIVEN:
             if data.replace(b"\r\n", b"\n") != handout.files[name].encode():
                 notes.append(f"{name}: a given file: the handout's is used, not yours")
             continue

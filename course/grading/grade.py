@@ -14,7 +14,8 @@ and hidden tests, the bands). Each submission then goes through the stages of gr
 calls with values between them:
 
     take_in        the submission's files copied defensively, its solution files taken
-                   whole with the given code put back (course/grading/intake.py)
+                   whole with the given code put back, and said where it was, its own
+                   modules, packages and data files as they are (course/grading/intake.py)
     build_trees    the sandboxes' tree (that code, no test) and the judges' tree (the
                    tests over the handout's code)
     grade_results  each problem's results recomputed from its files and judged against the
@@ -68,6 +69,7 @@ from course.grading.intake import (
     GRADED_FOLDER,
     copy_submission,
     find_root,
+    given_code_told,
     keep_graded_code,
     submission_code,
 )
@@ -128,12 +130,13 @@ class Grader:
 @dataclass(frozen=True)
 class Intake:
     """A submission taken in: its root (None without a problem folder), its code as graded
-    ({path: bytes}), why a part's code could not be taken ({part: reason}), and a note for
-    the student."""
+    ({path: bytes}), why a part's code could not be taken ({part: reason}), a note for
+    the student, and the given code put back ({part: lines its visible entries say})."""
     root: Path | None
     code: dict
     reasons: dict
     note: str
+    told: dict = field(default_factory=dict)
 
 
 def take_in(submission: Path, kit: Kit, scratch: Path) -> Intake:
@@ -144,13 +147,19 @@ def take_in(submission: Path, kit: Kit, scratch: Path) -> Intake:
     left_out = copy_submission(submission, copy)
     root = find_root(copy)
     code, reasons = submission_code(kit, root)
+    told = given_code_told(kit, root)
     note = "" if root is not None else (
         "Your submission holds no problem1/, problem2/ or problem3/ folder: nothing could "
         "be graded. Submit the repository's folder (or its contents).")
     if left_out:
         note = "\n".join(filter(None, [note, "Files of your submission not graded:",
                                         *left_out[:20]]))
-    return Intake(root, code, reasons, note)
+    lines = list(dict.fromkeys(line for part in told.values() for line in part))
+    if lines:
+        note = "\n".join(filter(None, [note, "Given code put back as the handout has it "
+                                        "(python -m provided.submission --check says the same):",
+                                        *lines[:20]]))
+    return Intake(root, code, reasons, note, told)
 
 
 def build_trees(kit: Kit, code: dict, parts: list[str], scratch: Path) -> tuple[Path, Path]:
@@ -214,11 +223,15 @@ def judge_share(grader: Grader, index: int, nodes: list[str], judge_tree: Path,
         report(None)
 
 
-def code_entries(kit: Kit, parts: list[str], outcomes: dict, reasons: dict) -> list[dict]:
+def code_entries(kit: Kit, parts: list[str], outcomes: dict, reasons: dict,
+                 told: dict | None = None) -> list[dict]:
     """Every part's test entries, public then hidden, from {node: (passed, output)}; a test
-    without an outcome scores 0 with its part's reason (or STOPPED)."""
+    without an outcome scores 0 with its part's reason (or STOPPED); told: {part: lines}
+    that each of its public entries ends with (the given code put back)."""
+    told = told or {}
     return [entry for part in parts for which in ("visible", "hidden")
-            for entry in part_entries(kit, part, which, outcomes, reasons.get(part, STOPPED))]
+            for entry in part_entries(kit, part, which, outcomes, reasons.get(part, STOPPED),
+                                      told.get(part, ()))]
 
 
 def save(out: Path | None, results: dict) -> dict:
@@ -247,15 +260,15 @@ def grade(submission: Path, grader: Grader, parts: list[str], out: Path | None,
         results = grade_results(kit, taken.root, scratch,
                                 CODE_ONLY if grader.code_only else None)
         outcomes = {}
-        save(out, results_json(code_entries(kit, parts, outcomes, taken.reasons) + results,
-                               start, taken.note))
+        save(out, results_json(code_entries(kit, parts, outcomes, taken.reasons, taken.told)
+                               + results, start, taken.note))
         for node, passed, output in run_judges(grader, judge_tree, template,
                                                runnable(kit, parts, taken.reasons), budget,
                                                scratch):
             outcomes.setdefault(node, (passed, output))
-            save(out, results_json(code_entries(kit, parts, outcomes, taken.reasons)
+            save(out, results_json(code_entries(kit, parts, outcomes, taken.reasons, taken.told)
                                    + results, start, taken.note))
-        return save(out, results_json(code_entries(kit, parts, outcomes, taken.reasons)
+        return save(out, results_json(code_entries(kit, parts, outcomes, taken.reasons, taken.told)
                                       + results, start, taken.note))
 
 

@@ -3,28 +3,36 @@
 Runs in the grader (course/grading/grade.py) and never imports or runs a submission's
 code: it copies the submission's regular files with defensive reads (no links, FIFOs or
 devices, nothing over the size limits), finds its root, takes its solution files whole with
-the given code put back as the handout has it (course.grading.handout.graded_source) and
-keeps the code as graded beside the results. results_files runs in the forked child that
-recomputes the results (course/grading/scoring.py).
+the given code put back as the handout has it (course.grading.handout.graded_source), and
+every other file of a problem folder that `make submission` packs
+(provided.submission.taken_problem_files: modules and packages of the student's own, data
+files), says which given code it put back (given_code_told), and keeps the code as graded
+beside the results. results_files runs in the forked child that recomputes the results
+(course/grading/scoring.py).
 """
 
+import ast
 import os
 import stat
 from pathlib import Path
 
 from course.grading import rubric as RUBRIC
 from course.grading.handout import graded_source, read_source, region_functions
-from course.grading.trusted import Kit, is_test_file
+from course.grading.trusted import Kit
 from course.grading.users import remove_tree
+from provided.given import given_changes
 
 # what is taken from a submission, at most (defined once, in provided/submission.py, whose
 # `make submission` checks a student's files against them): the files unpacked, in bytes
 # and in number, and one file's bytes; and the result files the grader reads
 from provided.submission import (
+    OWN_GIVEN,
     SUBMISSION_FILE_BYTES,
     SUBMISSION_FILES,
     SUBMISSION_LIMIT_BYTES,
     graded_results,
+    problem_folder_files,
+    taken_problem_files,
 )
 
 GRADED_FOLDER = "graded_code"  # beside results.json: the submission's code as graded
@@ -105,8 +113,9 @@ def find_root(submission: Path) -> Path | None:
 def submission_code(kit: Kit, root: Path | None) -> tuple[dict, dict]:
     """({path: bytes} of the submission's code as graded, {part: a reason its code could not
     be taken}): each solution file is the submission's own, whole, with the given code put
-    back as the handout has it (course.grading.handout.graded_source), plus any module of
-    its own the submission added to a problem folder (a helper file).
+    back as the handout has it (course.grading.handout.graded_source), plus every file of a
+    problem folder that `make submission` packs besides (own_files: modules, packages and
+    data files of its own, a problem folder's __init__.py), as it is.
 
     So what runs is what the student ran: every top-level statement of the file in its own
     order (imports, constants, helpers, decorators, the `__main__` block, prints), decoded
@@ -143,14 +152,76 @@ def submission_code(kit: Kit, root: Path | None) -> tuple[dict, dict]:
         except (SyntaxError, ValueError, RecursionError, MemoryError) as err:
             reasons.update(dict.fromkeys(parts, f"{name}: its given code could not be put "
                                                 f"back ({type(err).__name__}: {err})"[:300]))
-    for folder in sorted({name.split("/")[0] for name in RUBRIC.REGIONS}):
-        if root is None:
-            break
-        for added in sorted((root / folder).glob("*.py")):
-            name = f"{folder}/{added.name}"
-            if name not in kit.files and added.stem.isidentifier() and not is_test_file(name):
-                code[name] = added.read_bytes()
+    for name in own_files(kit, root):
+        data = read_regular(root / name, SUBMISSION_FILE_BYTES)
+        if data is not None:
+            code[name] = data
     return code, reasons
+
+
+def own_files(kit: Kit, root: Path | None) -> list[str]:
+    """The files of root's problem folders that the grader takes as the submission has
+    them: what `make submission` packs (provided.submission.taken_problem_files: modules
+    and packages of its own at any depth, data files within DATA_BYTES), less the solution
+    files (taken through graded_source), REPORT.md and the kit's own files (config.py, ...:
+    the handout's stay), except a problem folder's __init__.py (OWN_GIVEN), empty in the
+    handout and the student's to fill."""
+    if root is None:
+        return []
+    taken, _ = taken_problem_files(problem_folder_files(root)[0])
+    return [name for name in taken if name not in RUBRIC.REGIONS
+            and not name.endswith("/REPORT.md")
+            and (name not in kit.files or name in OWN_GIVEN)]
+
+
+def given_code_told(kit: Kit, root: Path | None) -> dict[str, list[str]]:
+    """{part: lines for its visible output}: each given function, method or class of a
+    solution file that the submission changed or lacks, put back as the handout has it (in
+    every part of the file), and each given file of a problem folder whose submitted copy
+    differs from the handout's, which the grader uses instead (in every part of the
+    problem). The lines are those of `python -m provided.submission --check`."""
+    told: dict[str, list[str]] = {}
+    if root is None:
+        return told
+    for name, functions in RUBRIC.REGIONS.items():
+        try:
+            student = read_source((root / name).read_bytes())
+            changed, lacking = given_changes(student, kit.handout[name].decode(),
+                                             region_functions(kit.files[name].decode()))
+        except (OSError, SyntaxError, ValueError, UnicodeDecodeError, RecursionError,
+                MemoryError):
+            continue  # missing or not compiling: its parts' reason says so
+        lines = [f"{name}: {what} is given code you changed: the handout's version is used"
+                 for what in changed]
+        lines += [f"{name}: {what} is not in your file: the handout's "
+                  + ("stub is used (it raises NotImplementedError)" if what in functions
+                     else "version is used") for what in lacking]
+        for part in sorted(set(functions.values())) if lines else ():
+            told.setdefault(part, []).extend(lines)
+    for name, data in kit.files.items():
+        problem = name.split("/")[0]
+        if (not problem.startswith("problem") or name.count("/") != 1
+                or name in RUBRIC.REGIONS or name in OWN_GIVEN):
+            continue
+        theirs = read_regular(root / name, SUBMISSION_FILE_BYTES)
+        if theirs is None or not differs(theirs, data, name):
+            continue
+        line = f"{name}: a given file: the handout's is used, not yours"
+        for part, (owner, *_) in RUBRIC.PARTS.items():
+            if owner == problem:
+                told.setdefault(part, []).append(line)
+    return told
+
+
+def differs(theirs: bytes, ours: bytes, name: str) -> bool:
+    """Whether a submitted given file differs from the kit's: for Python, as Python sees it
+    (comments and layout are no change), else byte for byte."""
+    if not name.endswith(".py"):
+        return theirs != ours
+    try:
+        return ast.dump(ast.parse(read_source(theirs))) != ast.dump(ast.parse(ours))
+    except (SyntaxError, ValueError, UnicodeDecodeError, RecursionError, MemoryError):
+        return True
 
 
 def keep_graded_code(folder: Path, code: dict) -> None:

@@ -22,9 +22,12 @@ from course.grading.judge import MAX_OUTPUT
 from course.grading.trusted import Kit
 
 
-def part_entries(kit: Kit, part: str, which: str, outcomes: dict, reason: str) -> list[dict]:
+def part_entries(kit: Kit, part: str, which: str, outcomes: dict, reason: str,
+                 told=()) -> list[dict]:
     """Gradescope test entries of a part's public ("visible") or hidden tests, from
-    {node id: (passed, output)}; a test without an outcome scores 0 with reason."""
+    {node id: (passed, output)}; a test without an outcome scores 0 with reason. told:
+    lines every public entry's output ends with, passed or not (the given code the grader
+    put back, course.grading.intake.given_code_told)."""
     problem, letter, _, points = RUBRIC.PARTS[part]
     nodes = kit.tests[part][which]
     share = points / sum(map(len, kit.tests[part].values()))  # public and hidden alike
@@ -32,12 +35,15 @@ def part_entries(kit: Kit, part: str, which: str, outcomes: dict, reason: str) -
     entries = []
     for node in nodes:
         passed, output = outcomes.get(node, (False, reason))
+        output = "" if passed else output[:MAX_OUTPUT]
+        if told and not hidden:
+            output = "\n\n".join(filter(None, [output, "\n".join(told)]))
         entries.append({
             "name": f"{problem} {letter} ({part}): {node.split('::', 1)[1]}"
                     + (" [hidden]" if hidden else ""),
             "score": share if passed else 0.0, "max_score": share,
             "visibility": "after_published" if hidden else "visible",
-            "output": "" if passed else output[:MAX_OUTPUT], "tags": [part]})
+            "output": output, "tags": [part]})
     return entries
 
 

@@ -183,16 +183,22 @@ def test_packages_and_data_files_are_packed_the_rest_named(tmp_path, capsys, mon
 
 
 def test_given_code_that_differs_from_the_handouts_is_named(tmp_path, capsys):
-    """The issue's two silent cases: a given function edited (the handout's runs) and a
-    helper written into the given, empty problem1/__init__.py (the handout's is used)."""
+    """The issue's two silent cases: a given function edited (the handout's runs, named) and
+    a helper written into the given, empty problem1/__init__.py (the student's own: packed
+    and graded as it is, never named); a given file edited (config.py: the handout's)."""
     root = tmp_path / "handout"
     make_handout(root)
     path = root / POSITIONAL
     path.write_text(with_omega_edited(filled(POSITIONAL)))
     (root / "problem1" / "__init__.py").write_text("def helper():\n    return 1\n")
+    with open(root / "problem3" / "config.py", "a") as config:
+        config.write("EDITED = 1\n")
     submission.main(["--root", str(root), "--out", str(tmp_path / "s.zip")])
     err = capsys.readouterr().err.splitlines()
-    assert ("warning: problem1/__init__.py differs from the handout's, which the grader uses "
+    assert not [line for line in err if "__init__.py" in line], err
+    with zipfile.ZipFile(tmp_path / "s.zip") as archive:
+        assert archive.read("problem1/__init__.py") == b"def helper():\n    return 1\n"
+    assert ("warning: problem3/config.py differs from the handout's, which the grader uses "
             "instead: move what you added into a module of your own") in err
     assert ("warning: problem2/positional.py: given code you changed, _omega: the grader runs "
             "the handout's version (put your change in a function of your own)") in err
@@ -211,6 +217,7 @@ def test_the_checked_tree_is_what_the_grader_takes(tmp_path):
     handout = given.derived(REPO_ROOT)
     student = with_omega_edited((REPO_ROOT / POSITIONAL).read_text())
     members = {POSITIONAL: student, "problem1/__init__.py": "def helper():\n    pass\n",
+               "problem3/config.py": "EDITED = 1\n",
                "problem1/attn_utils/__init__.py": "X = 1\n", "problem2/constants.json": "{}",
                "problem2/test_mine.py": "def test_x():\n    pass\n", "problem2/t.pkl": "x",
                "problem3/results/metrics.json": "{}", "problem3/REPORT.md": "# r\n"}
@@ -226,7 +233,8 @@ def test_the_checked_tree_is_what_the_grader_takes(tmp_path):
     assert "def _omega(d_model: int) -> torch.Tensor:" in (out / POSITIONAL).read_text()
     assert (out / "problem1" / "attn_utils" / "__init__.py").read_text() == "X = 1\n"
     assert (out / "problem2" / "constants.json").read_text() == "{}"
-    assert (out / "problem1" / "__init__.py").read_text() == handout.files["problem1/__init__.py"]
+    assert (out / "problem1" / "__init__.py").read_text() == "def helper():\n    pass\n"
+    assert (out / "problem3" / "config.py").read_text() == handout.files["problem3/config.py"]
     assert (out / "problem1" / "attention.py").read_text() == (
         handout.files["problem1/attention.py"])  # not in the zip: the handout's stubs
     assert not (out / "problem2" / "test_mine.py").exists()
@@ -236,7 +244,8 @@ def test_the_checked_tree_is_what_the_grader_takes(tmp_path):
     assert not (out / "course").exists()
     assert f"{POSITIONAL}: _omega is given code you changed: the handout's version is used" \
         in notes
-    assert "problem1/__init__.py: a given file: the handout's is used, not yours" in notes
+    assert "problem3/config.py: a given file: the handout's is used, not yours" in notes
+    assert not [note for note in notes if note.startswith("problem1/__init__.py")]
     assert any(n.startswith("problem2/t.pkl: not taken") for n in notes)
     assert ("problem1/attention.py: not in the zip: every part it holds runs the handout's "
             "stubs") in notes
