@@ -36,11 +36,13 @@ SHA-1 of course/grading/grader_data.py) and stops with one line naming the comma
 makes it, exit 2; --code-only grades without it, every results entry then "not graded:
 --code-only", earning nothing.
 
-Output: Gradescope's results.json (`score`, `tests[]` with `name`, `score`, `max_score`,
-`visibility`, `output`), written before grading starts and again after every test, so that
-it exists whatever happens; and a score table of the visible tests on stdout. The exit
-status is 0 whenever the submission could be graded, whatever its score; 2 for a bad flag
-or the grader's own data missing or wrong.
+Output: Gradescope's results.json (`tests[]` with `name`, `score`, `max_score`,
+`visibility`, `output`; no top-level `score`: Gradescope sums the tests, and hides that total
+from students until publication since the hidden entries are `after_published`), written
+before grading starts and again after every test, so that it exists whatever happens; and
+a score table of the visible tests on stdout. The exit status is 0 whenever the submission
+could be graded, whatever its score; 2 for a bad flag or the grader's own data missing or
+wrong.
 """
 
 import csv
@@ -63,6 +65,7 @@ from course.grading.gradescope import (
     cpu_quota,
     default_jobs,
     results_json,
+    score_of,
     total,
 )
 from course.grading.intake import (
@@ -431,10 +434,10 @@ def grade_folder(folder: Path, csv_path: Path, grader: Grader, parts: list[str],
                        for part in parts}
             results_points = total([t for t in tests if t["tags"][0].endswith("-results")],
                                   "score")
-            rows.append({"submission": path.name, "score": results["score"],
+            rows.append({"submission": path.name, "score": score_of(results),
                          "max_score": total(tests, "max_score"), **by_part,
                          "results": results_points, "note": ""})
-            print(f"{path.name}: {results['score']:.2f} / {rows[-1]['max_score']:.2f}",
+            print(f"{path.name}: {rows[-1]['score']:.2f} / {rows[-1]['max_score']:.2f}",
                   flush=True)
         write_csv(csv_path, columns, rows)
     write_csv(csv_path, columns, rows)

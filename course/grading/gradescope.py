@@ -64,10 +64,24 @@ def total(entries: list[dict], key: str) -> float:
 
 
 def results_json(entries: list[dict], start: float, note: str = "") -> dict:
+    """Gradescope's results.json. It states no total: the top-level "score" is left out
+    (Gradescope's specification: "optional, but required if not on each test case below.
+    Overrides total of tests if specified"), so the submission's score is Gradescope's sum
+    of the entries, which it hides from students while any entry is hidden ("If test cases
+    are hidden, students will not be able to see their total score"): the hidden tests'
+    and the results' entries are after_published, and the visible output (summary) adds up
+    the visible entries only. A student sees nothing before publication that the hidden
+    entries hide. course/INSTRUCTORS.md, "Gradescope", quotes the specification."""
     output = summary(entries) + (f"\n{note}" if note else "")
-    return {"score": total(entries, "score"), "execution_time": round(time.monotonic() - start),
-            "output": output, "visibility": "visible", "stdout_visibility": "hidden",
-            "tests": entries}
+    return {"execution_time": round(time.monotonic() - start), "output": output,
+            "visibility": "visible", "stdout_visibility": "hidden", "tests": entries}
+
+
+def score_of(results: dict) -> float:
+    """A results.json's total, as Gradescope sums it: its entries' scores (the top-level
+    score where one stands alone, as in run_autograder's results of a failed grader)."""
+    tests = results.get("tests") or []
+    return total(tests, "score") if tests else float(results.get("score", 0))
 
 
 SETUP_SH = """#!/usr/bin/env bash

@@ -125,7 +125,7 @@ def test_an_attack_earns_nothing(graded, attack):
     assert _score(results) == 0, (
         f"{attack} earned points: "
         + str([t["name"] for t in results["tests"] if t["score"] and t["tags"] == ["p1a"]]))
-    assert results["written"]["score"] == results["score"], "results.json differs"
+    assert results["written"]["tests"] == results["tests"], "results.json differs"
 
 
 def test_the_reference_and_the_empty_handout_after_the_attacks(graded):
