@@ -5,6 +5,7 @@ how many the public tests catch and what their first failure tells a student.
     python -m course.tools.fresh_mistakes --only f_p2c_rotary_half_split ...
     python -m course.tools.fresh_mistakes --json out.json   # ... and keep every failure's message
     python -m course.tools.fresh_mistakes --catalogue --parts p1b  # the catalogue's instead
+    python -m course.tools.fresh_mistakes --set 51          # issue 51's set (ISSUE51)
 
 Instructors only. Each mistake is one text edit of one reference file (course.grading.mutants'
 Mutant: the old text must be there exactly once), planted alone in a copy of the reference
@@ -370,10 +371,182 @@ FRESH = [
 ]
 
 
+# ------------------------------------------------------------------ issue 51's set
+# Written from the root README's formulas and the solution docstrings only, before any test
+# changed for issue 51 (the tests unread while writing them).
+ISSUE51 = [
+    M("g_p1a_split_assert", "p1a", "problem1/dataset.py",
+      "        if split not in SPLITS:\n"
+      "            raise ValueError(f\"split must be one of {SPLITS}, got {split!r}\")\n",
+      "        assert split in SPLITS, f\"bad split {split!r}\"\n",
+      "an assert (AssertionError) where the docstring says a bad split raises ValueError"),
+    M("g_p1a_getitem_order", "p1a", "problem1/dataset.py",
+      "return self.src[index], self.tgt_in[index], self.tgt_out[index]",
+      "return self.src[index], self.tgt_out[index], self.tgt_in[index]",
+      "__getitem__ returns (src, tgt_out, tgt_in) instead of (src, tgt_in, tgt_out)"),
+    M("g_p1b_heads_assert", "p1b", "problem1/attention.py",
+      "        if d_model % num_heads:\n"
+      "            raise ValueError(f\"d_model={d_model} is not divisible by "
+      "num_heads={num_heads}\")\n",
+      "        assert d_model % num_heads == 0\n",
+      "an assert where the docstring says ValueError when num_heads does not divide d_model"),
+    M("g_p1b_projections_no_bias", "p1b", "problem1/attention.py",
+      "        self.W_q = nn.Linear(d_model, d_model)\n        self.W_k = nn.Linear(d_model, "
+      "d_model)\n        self.W_v = nn.Linear(d_model, d_model)\n",
+      "        self.W_q = nn.Linear(d_model, d_model, bias=False)\n"
+      "        self.W_k = nn.Linear(d_model, d_model, bias=False)\n"
+      "        self.W_v = nn.Linear(d_model, d_model, bias=False)\n",
+      "W_q, W_k, W_v without bias (the docstring says each with bias)"),
+    M("g_p1b_weights_head_averaged", "p1b", "problem1/attention.py",
+      "        return self.W_o(out), weights\n",
+      "        return self.W_o(out), weights.mean(dim=1)\n",
+      "MultiHeadAttention returns the weights averaged over heads [B, T_q, T_k] (as "
+      "nn.MultiheadAttention does), not [B, h, T_q, T_k]"),
+    M("g_p1c_dropout_on_sum", "p1c", "problem1/model.py",
+      "        x = self.norm1(x + self.dropout(attended))\n"
+      "        x = self.norm2(x + self.dropout(self.ffn(x)))\n        return x, weights",
+      "        x = self.norm1(self.dropout(x + attended))\n"
+      "        x = self.norm2(self.dropout(x + self.ffn(x)))\n        return x, weights",
+      "encoder layer drops out the residual sum, not the sublayer's output"),
+    M("g_p1c_decoder_weights_swapped", "p1c", "problem1/model.py",
+      "return x, self_weights, cross_weights", "return x, cross_weights, self_weights",
+      "decoder layer returns (x, cross weights, self weights)"),
+    M("g_p1d_loss_tensor", "p1d", "problem1/train.py",
+      "    optimizer.step()\n    return loss.item()\n",
+      "    optimizer.step()\n    return loss.detach()\n",
+      "train_step returns the loss as a tensor, not a Python float"),
+    M("g_p1d_validate_swapped", "p1d", "problem1/train.py",
+      "    return score_predictions(predicted, dataset.tgt_out)\n",
+      "    exact, token = score_predictions(predicted, dataset.tgt_out)\n"
+      "    return token, exact\n",
+      "validate returns (token accuracy, exact match)"),
+    M("g_p1d_zero_grad_after_backward", "p1d", "problem1/train.py",
+      "    optimizer.zero_grad(set_to_none=True)\n    loss.backward()\n    optimizer.step()\n",
+      "    loss.backward()\n    optimizer.zero_grad(set_to_none=True)\n    optimizer.step()\n",
+      "gradients cleared between backward and step: the step has no gradient"),
+    M("g_p1e_remove_head_bias", "p1e", "problem1/evaluate.py",
+      "        module.W_o.weight[:, h * module.d_k:(h + 1) * module.d_k] = 0.0\n",
+      "        module.W_o.weight[:, h * module.d_k:(h + 1) * module.d_k] = 0.0\n"
+      "        module.W_o.bias.zero_()\n",
+      "remove_head also zeroes W_o's bias (shared by every head)"),
+    M("g_p1e_maps_unshifted", "p1e", "problem1/evaluate.py",
+      "        _, attention = model(src, tgt_in)\n",
+      "        _, attention = model(src, predicted)\n",
+      "attention maps with the predictions as decoder input (no BOS, not shifted)"),
+    M("g_p2a_k_zero", "p2a", "problem2/dataset.py",
+      "self.targets[:, k:] = self.tokens[:, : self.tokens.shape[1] - k]",
+      "self.targets[:, k:] = self.tokens[:, :-k]",
+      "tokens[:, :-k]: k = 0 gives an empty slice"),
+    M("g_p2a_split_unchecked", "p2a", "problem2/dataset.py",
+      "        if split not in SPLITS:\n"
+      "            raise ValueError(f\"split must be one of {SPLITS}, got {split!r}\")\n", "",
+      "no split check: a bad split raises FileNotFoundError, not ValueError"),
+    M("g_p2b_table_float64", "p2b", "problem2/positional.py",
+      "    table[:, 1::2] = torch.cos(angles)\n    return table.float()\n",
+      "    table[:, 1::2] = torch.cos(angles)\n    return table\n",
+      "sinusoidal_table returns float64, not float32"),
+    M("g_p2c_rotary_float32_only", "p2c", "problem2/positional.py",
+      "pairs = torch.view_as_complex(x.unflatten(-1, (-1, 2)).contiguous())",
+      "pairs = torch.view_as_complex(x.float().unflatten(-1, (-1, 2)).contiguous())",
+      "apply_rotary computes in float32 whatever x's dtype (float64 in, float32 out)"),
+    M("g_p2c_scheme_unchecked", "p2c", "problem2/positional.py",
+      "    if scheme not in SCHEMES:\n"
+      "        raise ValueError(f\"scheme must be one of {SCHEMES}, got {scheme!r}\")\n", "",
+      "score_shift_invariance treats any scheme but 'rotary' as sinusoidal (no ValueError)"),
+    M("g_p2d_correct_tensor", "p2d", "problem2/train.py",
+      "correct = ((logits.argmax(-1) == targets) & has_target).sum().item()",
+      "correct = ((logits.argmax(-1) == targets) & has_target).sum()",
+      "loss_and_correct returns correct as a tensor, not an int"),
+    M("g_p2e_empty_accuracy_zero", "p2e", "problem2/evaluate.py",
+      "return correct[start:end].sum().item() / total if total else None",
+      "return correct[start:end].sum().item() / total if total else 0.0",
+      "accuracy_over returns 0.0 where no position has a target (None asked)"),
+    M("g_p2e_pairwise_x_float64", "p2e", "problem2/evaluate.py",
+      "x = torch.randn(length, d_model, generator=torch.Generator().manual_seed(seed))",
+      "x = torch.randn(length, d_model, dtype=torch.float64,\n"
+      "                    generator=torch.Generator().manual_seed(seed))",
+      "rotary_vs_pairwise_error draws a float64 x (the docstring says float32)"),
+    M("g_p2e_key_anywhere", "p2e", "problem2/evaluate.py",
+      "k_pos = int(torch.randint(0, q_pos + 1, (1,), generator=generator))",
+      "k_pos = int(torch.randint(0, TRAIN_LENGTH, (1,), generator=generator))",
+      "score_shift_errors draws the key position anywhere, not at or before the query"),
+    M("g_p3a_lines_from_zero", "p3a", "problem3/dataset.py",
+      "encoded = self._encode_line(smiles, row + 1)", "encoded = self._encode_line(smiles, row)",
+      "a bad line named by its index from 0, not its line number from 1"),
+    M("g_p3b_max_len_exclusive", "p3b", "problem3/model.py",
+      "if start + T > self.max_len:", "if start + T >= self.max_len:",
+      "a sequence of exactly max_len positions raises ValueError"),
+    M("g_p3b_cache_keeps_last", "p3b", "problem3/model.py",
+      "        if kv_cache is not None:\n            if \"k\" in kv_cache:\n"
+      "                k = torch.cat([kv_cache[\"k\"], k], dim=2)\n"
+      "                v = torch.cat([kv_cache[\"v\"], v], dim=2)\n"
+      "            kv_cache[\"k\"], kv_cache[\"v\"] = k, v\n",
+      "        if kv_cache is not None:\n            new_k, new_v = k, v\n"
+      "            if \"k\" in kv_cache:\n"
+      "                k = torch.cat([kv_cache[\"k\"], k], dim=2)\n"
+      "                v = torch.cat([kv_cache[\"v\"], v], dim=2)\n"
+      "            kv_cache[\"k\"], kv_cache[\"v\"] = new_k, new_v\n",
+      "the kv cache keeps only the newest keys and values, not all of them"),
+    M("g_p3c_skip_nonfinite_step", "p3c", "problem3/train.py",
+      "    optimizer.step()\n    return loss.item(), head_grad_norm.item()",
+      "    if torch.isfinite(loss):\n        optimizer.step()\n"
+      "    return loss.item(), head_grad_norm.item()",
+      "train_step skips the optimizer step when the loss is not finite"),
+    M("g_p3c_total_norm_after_clip", "p3c", "problem3/train.py",
+      "    total_grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), CLIP_NORM)\n",
+      "    torch.nn.utils.clip_grad_norm_(model.parameters(), CLIP_NORM)\n"
+      "    total_grad_norm = torch.stack([p.grad.norm() for p in model.parameters()\n"
+      "                                   if p.grad is not None]).norm()\n",
+      "total gradient norm measured after clipping"),
+    M("g_p3d_softmax_over_batch", "p3d", "problem3/sample.py",
+      "torch.multinomial(torch.softmax(logits, dim=-1), 1, generator=generator)",
+      "torch.multinomial(torch.softmax(logits, dim=0), 1, generator=generator)",
+      "softmax over the batch (dim 0) instead of the vocabulary"),
+    M("g_p3d_blanket_except", "p3d", "problem3/evaluate.py",
+      "        tokens = tokenize(smiles)\n    except ValueError:\n        return False\n",
+      "        tokens = tokenize(smiles)\n    except Exception:\n        return False\n",
+      "is_well_formed catches every exception, not only tokenize's ValueError"),
+    M("g_p3d_span_swallows", "p3d", "problem3/evaluate.py",
+      "    return max(ring_spans(tokenize(smiles)), default=0)\n",
+      "    try:\n        return max(ring_spans(tokenize(smiles)), default=0)\n"
+      "    except ValueError:\n        return 0\n",
+      "max_open_ring_span returns 0 for a string tokenize rejects (ValueError documented)"),
+    M("g_p3e_bins_exclusive", "p3e", "problem3/evaluate.py",
+      "        members = [s for s in samples if in_bin(key(s), bounds)]\n",
+      "        low, high = bounds\n"
+      "        members = [s for s in samples\n"
+      "                   if low <= key(s) and (high is None or key(s) < high)]\n",
+      "breakdown's bins exclude their upper bound (inclusive bounds asked)"),
+]
+SETS = {"1": FRESH, "51": ISSUE51}
+
 def first_line(output: str) -> str:
     """The first line of a failure's message, as a student reads it."""
     text = output.strip().split("\n\n")[0]
     return text.splitlines()[0][:400] if text else ""
+
+
+def run_local(mistakes: list[Mutant]) -> dict:
+    """run's result from local pytest runs instead of the grader (course/tools/plant.py): the
+    messages a student reads at home, each part's public and hidden tests in one run."""
+    from course.tools.plant import planted, run_part, scratch_copy
+
+    found = {}
+    with scratch_copy() as root:
+        for mistake in mistakes:
+            text = mistake.apply((REPO_ROOT / mistake.file).read_text())
+            with planted(root, mistake.file, text):
+                result = run_part(root, mistake.part)
+            if result["error"]:
+                print(f"{mistake.name}: the run failed: {result['error'][-500:]}", flush=True)
+            failed = result["failed"]
+            found[mistake.name] = {
+                "part": mistake.part, "mistake": mistake.mistake,
+                "public": [(t["name"], first_line(t["message"])) for t in failed
+                           if t["visibility"] == "visible"],
+                "hidden": [t["name"] for t in failed if t["visibility"] != "visible"]}
+            report(mistake.name, found[mistake.name])
+    return found
 
 
 def run(mistakes: list[Mutant]) -> dict:
@@ -401,14 +574,20 @@ def report(name: str, result: dict) -> None:
 @script
 def main(argv=None) -> int:
     parser = ArgumentParser(__doc__)
+    parser.add_argument("--set", choices=sorted(SETS), default="1",
+                        help="which fresh set: 1, the first two rounds (FRESH), or 51, the set "
+                             "written for issue 51 before its tests (ISSUE51)")
     parser.add_argument("--only", nargs="+", default=None, help="these mistakes only")
     parser.add_argument("--parts", nargs="+", default=None, help="the mistakes of these parts")
+    parser.add_argument("--local", action="store_true",
+                        help="run each part's tests in a local pytest (course/tools/plant.py), "
+                             "as a student does, instead of the grader")
     parser.add_argument("--json", type=Path, default=None, help="also write the results here")
     parser.add_argument("--catalogue", action="store_true",
                         help="course/grading/mutants.py's mistakes instead, to read their "
                              "first failures")
     args = parser.parse_args(argv)
-    pool = MUTANTS if args.catalogue else FRESH
+    pool = MUTANTS if args.catalogue else SETS[args.set]
     unknown = sorted(set(args.only or []) - {m.name for m in pool})
     if unknown:
         fail(f"--only {' '.join(unknown)}: no such mistake (see course/tools/fresh_mistakes.py)")
@@ -416,7 +595,7 @@ def main(argv=None) -> int:
                 and (not args.parts or m.part in args.parts)]
     for mistake in mistakes:  # each edit applies exactly once to the reference
         mistake.apply((REPO_ROOT / mistake.file).read_text())
-    found = run(mistakes)
+    found = (run_local if args.local else run)(mistakes)
     public = sum(1 for f in found.values() if f["public"])
     graded = sum(1 for f in found.values() if f["public"] or f["hidden"])
     missed = [n for n, f in found.items() if not f["public"]]
