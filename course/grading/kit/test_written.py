@@ -189,3 +189,9 @@ def test_bad_input_is_one_line_naming_it(made, tmp_path, capsys):
         err = capsys.readouterr().err.strip()
         assert stop.value.code == 2 and len(err.splitlines()) == 1, err
         assert err.startswith("error:") and named in err, err
+
+
+def test_the_instructors_guide_states_the_pages_and_questions():
+    text = " ".join((REPO_ROOT / "course" / "INSTRUCTORS.md").read_text().split())
+    assert "python -m course.grading.written submissions/ --out written_pdfs/" in text
+    assert f"each of the {len(questions())} questions on {written.PAGES} pages" in text
