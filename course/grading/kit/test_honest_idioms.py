@@ -2,13 +2,20 @@
 
 The reference solution rewritten the ways students write correct code (module constants of
 any expression, helpers before or after their users, decorators, a `__main__` block, debug
-prints, other encodings and line ends, ...). Every rewrite is applied at once, to the files
-named, so one submission carries them all: local `pytest` must pass in the handout filled
-with it, and the grader must give it exactly the reference's code points."""
+prints, other encodings and line ends, a helper package, a data file read through
+Path(__file__).parent, a helper in the given, empty problem1/__init__.py, ...). Every
+rewrite is applied at once, to the files named, so one submission carries them all: local
+`pytest` must pass in the handout filled with it, `make submission` must name none of it,
+and the grader must give it exactly the reference's code points. A given function edited
+(and called edited) is the one rewrite the grader does not take: there the public tests'
+verdict of `python -m provided.submission --check` is the grader's, test by test, the
+part's visible output names the function, and no part whose files are untouched loses a
+point."""
 
 import ast
 import codecs
 import os
+import re
 import subprocess
 import sys
 import time
@@ -103,7 +110,40 @@ IDIOMS = [
             "        self.reason = reason\n")),
     ("a comment and blank lines moved", "problem3/model.py",
      lambda t: after_docstring(t, "\n# a student's note: the Block follows the spec.\n\n")),
+    # kinds of files beside the solution (FILES holds them)
+    ("a helper package with a submodule and a relative import, used in a solution",
+     "problem1/attention.py",
+     lambda t: replace("return x.unflatten(-1, (self.num_heads, self.d_k)).transpose(1, 2)",
+                       "return split_columns(x, self.num_heads, self.d_k)")(
+         before_first_def(t, "from problem1.attn_utils import split_columns\n\n\n"))),
+    ("a data file beside the solution, read through Path(__file__).parent",
+     "problem2/positional.py",
+     lambda t: replace("    return _omega(d_model).float()\n",
+                       "    steps = torch.arange(0, d_model, 2, dtype=torch.float64) / d_model\n"
+                       "    return (_CONSTANTS['base'] ** -steps).float()\n")(
+         before_first_def(t, "import json\nfrom pathlib import Path\n\n_CONSTANTS = json.loads("
+                             "(Path(__file__).parent / 'constants.json').read_text())\n\n\n"))),
+    ("a helper written into the given, empty problem1/__init__.py", "problem1/dataset.py",
+     lambda t: replace("        return len(self.src)\n", "        return count_rows(self.src)\n")(
+         before_first_def(t, "from problem1 import count_rows\n\n\n"))),
 ]
+# the files of a student's own that the idioms above use: {path: text}
+FILES = {
+    "problem1/attn_utils/__init__.py": '"""Helpers of my attention."""\n\n'
+                                       "from .heads import split_columns\n\n"
+                                       '__all__ = ["split_columns"]\n',
+    "problem1/attn_utils/heads.py": "def split_columns(x, heads, width):\n"
+                                    '    """[B, T, h * w] -> [B, h, T, w]."""\n'
+                                    "    return x.unflatten(-1, (heads, width)).transpose(1, 2)\n",
+    "problem2/constants.json": '{"base": 10000.0}\n',
+    "problem1/__init__.py": "def count_rows(rows):\n    return len(rows)\n",
+}
+# {an idiom's description: the FILES it uses}: each is graded alone too
+USES = {
+    IDIOMS[-3][0]: ["problem1/attn_utils/__init__.py", "problem1/attn_utils/heads.py"],
+    IDIOMS[-2][0]: ["problem2/constants.json"],
+    IDIOMS[-1][0]: ["problem1/__init__.py"],
+}
 # (what a student's editor did, the file, text -> bytes)
 ENCODINGS = [
     ("a latin-1 encoding cookie and a latin-1 comment", "problem1/attention.py",
@@ -117,6 +157,15 @@ ENCODINGS = [
 
 def test_the_corpus_is_at_least_twenty_rewrites():
     assert len(IDIOMS) + len(ENCODINGS) >= 20
+    kinds = {provided_kind(name) for name in FILES}
+    assert kinds == {"code", "data"} and "problem1/__init__.py" in FILES
+    assert any("/" in name.split("/", 1)[1] for name in FILES), "a package"
+
+
+def provided_kind(name: str) -> str | None:
+    from provided.submission import problem_file_kind
+
+    return problem_file_kind(name)
 
 
 @pytest.fixture(scope="module")
@@ -132,6 +181,9 @@ def rewritten(tmp_path_factory) -> Path:
         (out / name).write_text(texts.get(name, path.read_text()))
     for _, name, encode in ENCODINGS:
         (out / name).write_bytes(encode(texts.get(name, (REPO_ROOT / name).read_text())))
+    for name, text in FILES.items():
+        (out / name).parent.mkdir(parents=True, exist_ok=True)
+        (out / name).write_text(text)
     return out
 
 
@@ -153,3 +205,98 @@ def test_the_grader_gives_the_rewrites_every_code_point(rewritten):
     lost = {t["name"]: t["output"][:300] for t in results["tests"]
             if not t["tags"][0].endswith("-results") and t["score"] < t["max_score"]}
     assert not lost, lost
+
+
+@pytest.mark.parametrize("idiom", list(USES))
+def test_a_file_of_ones_own_alone_earns_its_whole_problem(idiom, tmp_path):
+    """One idiom that uses a file of the student's own (a package, a data file, a helper in
+    problem1/__init__.py), alone in its problem's reference (the other problems the
+    handout's stubs), graded over its problem's parts: every code point of the problem
+    (blast radius 0)."""
+    _, name, edit = next(item for item in IDIOMS if item[0] == idiom)
+    problem = name.split("/")[0]
+    root = tmp_path / "submission"
+    make_handout(root)
+    for path in REPO_ROOT.glob(f"{problem}/*.py"):
+        (root / path.relative_to(REPO_ROOT)).write_text(path.read_text())
+    (root / name).write_text(edit((REPO_ROOT / name).read_text()))
+    for used in USES[idiom]:
+        (root / used).parent.mkdir(parents=True, exist_ok=True)
+        (root / used).write_text(FILES[used])
+    parts = [part for part, (owner, *_) in RUBRIC.PARTS.items() if owner == problem]
+    grader = grade.setup(parts)
+    try:
+        budget = grade.Budget(time.monotonic() + 1200, grader.test_seconds)
+        results = grade.grade(root, grader, parts, None, budget)
+    finally:
+        grader.close()
+    lost = {t["name"]: t["output"][:300] for t in results["tests"]
+            if not t["tags"][0].endswith("-results") and t["score"] < t["max_score"]}
+    assert not lost, lost
+
+
+def test_make_submission_packs_the_rewrites_and_names_none(rewritten, tmp_path, capsys):
+    """The files of the rewrites are packed, and no warning names them: a package, a data
+    file and problem1/__init__.py are the student's own, like any module."""
+    import zipfile
+
+    from provided import submission
+
+    out = tmp_path / "s.zip"
+    submission.main(["--root", str(rewritten), "--out", str(out)])
+    said = capsys.readouterr().err.splitlines()
+    with zipfile.ZipFile(out) as archive:
+        assert {name: archive.read(name).decode() for name in FILES} == FILES
+    named = [line for line in said if "given code" in line or "differs from the handout" in line
+             or "not packed" in line or any(name in line for name in FILES)]
+    assert not named, named
+
+
+FAILED_LINE = re.compile(r"^FAILED (tests/\S+?\.py)::(\S+)", re.M)
+
+
+def test_a_given_function_edited_gets_the_local_checks_verdict(tmp_path):
+    """Problem 2 written, its given _omega given an extra argument and called with it
+    (local pytest passes): the grader runs the handout's _omega, and each public test of
+    Problem 2 fails in the grader exactly where `python -m provided.submission --check`
+    fails it; the visible entries of Parts 2B and 2C (positional.py's) name _omega; no
+    part of Problem 2 whose public tests all pass in --check loses a point."""
+    from course.grading.kit.test_submission_check import (
+        POSITIONAL,
+        check_in,
+        filled,
+        with_omega_edited,
+    )
+
+    root = tmp_path / "handout"
+    make_handout(root)
+    for name in RUBRIC.REGIONS:
+        if name.startswith("problem2/"):
+            (root / name).write_text(filled(name))
+    (root / POSITIONAL).write_text(with_omega_edited(filled(POSITIONAL)))
+    parts = [part for part, (problem, *_) in RUBRIC.PARTS.items() if problem == "problem2"]
+    assert check_in(root, "--out", "s.zip").returncode == 0
+    argv = [arg for part in parts for arg in ("--part", part)]
+    local = check_in(root, "--check", "s.zip", *argv)
+    assert local.returncode == 1, local.stdout[-3000:]
+    told = (f"{POSITIONAL}: _omega is given code you changed: the handout's version is used")
+    assert f"note: {told}" in local.stdout
+    failed_locally = {name for _, name in FAILED_LINE.findall(local.stdout)}
+    assert failed_locally, local.stdout[-3000:]
+    grader = grade.setup(parts)
+    try:
+        budget = grade.Budget(time.monotonic() + 1800, grader.test_seconds)
+        results = grade.grade(root, grader, parts, None, budget)
+    finally:
+        grader.close()
+    visible = [t for t in results["tests"] if t["visibility"] == "visible"
+               and not t["tags"][0].endswith("-results")]
+    failed_here = {t["name"].split("): ", 1)[1] for t in visible if t["score"] < t["max_score"]}
+    assert failed_here == failed_locally, (failed_here ^ failed_locally)
+    for test in visible:
+        assert (told in test["output"]) == (test["tags"][0] in ("p2b", "p2c")), test["name"]
+    assert told in results["output"]
+    failing_parts = {t["tags"][0] for t in visible if t["score"] < t["max_score"]}
+    lost = {t["tags"][0] for t in results["tests"] if t["score"] < t["max_score"]
+            and not t["tags"][0].endswith("-results")}
+    assert lost == failing_parts, "a hidden test lost points where every public one passed"
