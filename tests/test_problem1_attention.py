@@ -12,6 +12,7 @@ import torch
 import torch.nn.functional as F
 
 from tests.seam import remote_isinstance, submission
+from tests.tiny import expect_raises
 
 pytestmark = pytest.mark.p1b
 
@@ -259,6 +260,23 @@ def mha_hint(mha, h: int, query, key, value, mask=None) -> str:
     return ("it matches none of the usual mistakes (heads split or merged without the "
             "transpose, W_o skipped, the mask not passed on); compare it step by step with "
             "torch.nn.MultiheadAttention")
+
+
+def test_mha_constructor_keeps_its_contract():
+    """MultiHeadAttention.__init__'s docstring: four nn.Linear(d_model, d_model) with bias,
+    d_k = d_model // num_heads, and ValueError when num_heads does not divide d_model."""
+    mha = MultiHeadAttention(12, 3)
+    assert int(mha.d_k) == 4, f"MultiHeadAttention(12, 3).d_k must be 12 // 3 = 4, not {mha.d_k}"
+    for name in ("W_q", "W_k", "W_v", "W_o"):
+        layer = getattr(mha, name)
+        assert tuple(layer.weight.shape) == (12, 12), (
+            f"MultiHeadAttention(12, 3).{name} must be nn.Linear(12, 12): its weight is "
+            f"{tuple(layer.weight.shape)}")
+        assert layer.bias is not None and tuple(layer.bias.shape) == (12,), (
+            f"MultiHeadAttention's {name} must have a bias (nn.Linear's default): is it made "
+            "with bias=False?")
+    expect_raises(ValueError, MultiHeadAttention, 10, 4,
+                  what="MultiHeadAttention(10, 4) (4 heads do not divide 10)")
 
 
 @pytest.mark.parametrize("masked", [False, True])

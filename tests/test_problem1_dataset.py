@@ -5,6 +5,7 @@ import torch
 
 from problem1.dataset import BOS, PLUS
 from tests.seam import submission
+from tests.tiny import expect_raises
 
 pytestmark = pytest.mark.p1a
 
@@ -24,6 +25,10 @@ def test_forward_items(data_dir):
     ds = AdditionDataset(data_dir, "train", "forward")
     assert len(ds) == 5, "AdditionDataset must hold one item per pair of the csv file"
     src, tgt_in, tgt_out = ds[0]
+    assert (tgt_in.tolist(), tgt_out.tolist()) != ([1, 3, 5, 9], [BOS, 1, 3, 5]), (
+        "AdditionDataset's item must be (src, tgt_in, tgt_out) in this order: it returned "
+        "tgt_out second and tgt_in third ([1, 3, 5, 9], then [BOS, 1, 3, 5]): swap them in "
+        "__getitem__")
     assert src.tolist() == [3, 9, 1, PLUS, 9, 6, 8], (
         "src must be a's three digits, PLUS, b's three digits, most significant first")
     assert tgt_out.tolist() == [1, 3, 5, 9], (
@@ -79,9 +84,9 @@ def test_pre_tokenized_tensors_and_max_pairs(data_dir):
 
 def test_bad_arguments(data_dir):
     # The exception types are the promise (the docstring); the wording is yours.
-    with pytest.raises(ValueError):
-        AdditionDataset(data_dir, "train", "backwards")
-    with pytest.raises(ValueError):
-        AdditionDataset(data_dir, "training", "forward")
-    with pytest.raises(FileNotFoundError):
-        AdditionDataset(data_dir, "test", "forward")
+    expect_raises(ValueError, AdditionDataset, data_dir, "train", "backwards",
+                  what="AdditionDataset with digit_order 'backwards'")
+    expect_raises(ValueError, AdditionDataset, data_dir, "training", "forward",
+                  what="AdditionDataset with split 'training'")
+    expect_raises(FileNotFoundError, AdditionDataset, data_dir, "test", "forward",
+                  what="AdditionDataset of a split whose file is missing")

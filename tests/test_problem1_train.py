@@ -55,6 +55,9 @@ def test_train_step_takes_one_step_on_the_teacher_forced_loss():
     logits, _ = twin(src, tgt_in)
     expected = F.cross_entropy(logits.reshape(-1, 12), tgt_out.reshape(-1))
     loss = train_step(model, optim.Adam(model.parameters(), lr=1e-3), src, tgt_in, tgt_out)
+    assert type(loss) is float, (
+        f"train_step must return the loss as a Python float (loss.item()), not a "
+        f"{type(loss).__name__}: a tensor kept in the log holds its graph and device")
     against_tgt_in = F.cross_entropy(logits.reshape(-1, 12), tgt_in.reshape(-1)).item()
     summed = F.cross_entropy(logits.reshape(-1, 12), tgt_out.reshape(-1), reduction="sum")
     why = next((why for value, why in [
@@ -69,7 +72,9 @@ def test_train_step_takes_one_step_on_the_teacher_forced_loss():
                if not torch.equal(p, twin.state_dict()[name])]
     assert changed, (
         "train_step must take an optimizer step on this batch's gradient: no parameter "
-        "changed (is optimizer.step() called before loss.backward(), or not at all?)")
+        "changed, so the step saw no gradient (is optimizer.zero_grad() called between "
+        "loss.backward() and optimizer.step(), optimizer.step() before loss.backward(), or "
+        "no step at all?)")
 
 
 def test_validate_decodes_greedily():
@@ -85,6 +90,10 @@ def test_validate_decodes_greedily():
     tgt_out[0, 3] = (predicted[0, 3] + 1) % 10  # ... but for one digit of one sum
     exact, token = validate(model, split(src, tgt_in, tgt_out))
     n = len(src)
+    assert (float(exact), float(token)) != pytest.approx(((4 * n - 1) / (4 * n), (n - 1) / n)), (
+        "validate must return (exact match, token accuracy) in this order: it returned them "
+        f"swapped ({float(exact):.4f} is the token accuracy here, {float(token):.4f} the "
+        "exact match)")
     assert float(exact) == pytest.approx((n - 1) / n), (
         f"validate must score the model's own greedy decoding (model.generate) of all {n} "
         f"sums, one of them wrong here ({(n - 1) / n:.4f}), not {float(exact):.4f}: is it "

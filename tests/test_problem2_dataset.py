@@ -6,6 +6,7 @@ import torch
 
 from problem2.dataset import IGNORE_INDEX
 from tests.seam import submission
+from tests.tiny import expect_raises
 
 pytestmark = pytest.mark.p2a
 
@@ -49,8 +50,22 @@ def test_offset_dataset_other_k(problem2_tiny_data):
     assert targets[3:].tolist() == tokens[:-3].tolist(), message
 
 
+def test_offset_dataset_k_zero_targets_every_token(problem2_tiny_data):
+    """k = 0 is allowed by the docstring: targets[:, i] = tokens[:, i] for every i >= 0."""
+    try:
+        tokens, targets = OffsetDataset(problem2_tiny_data, "train", k=0)[0]
+    except (RuntimeError, IndexError, ValueError) as error:
+        pytest.fail(f"OffsetDataset(..., k=0) must work (every token is its own target), but "
+                    f"it raised {type(error).__name__} ({str(error)[:120]}): tokens[:, :-k] is "
+                    "empty when k = 0; slice with tokens[:, :T - k] instead", pytrace=False)
+    assert targets.tolist() == tokens.tolist(), (
+        "OffsetDataset(..., k=0) must give targets equal to the tokens (no position without a "
+        f"target), not {targets.tolist()[:8]}...: tokens[:, :-k] is empty when k = 0; slice "
+        "with tokens[:, :T - k] instead")
+
+
 def test_offset_dataset_bad_split_and_missing_file(problem2_tiny_data, tmp_path_factory):
-    with pytest.raises(ValueError):
-        OffsetDataset(problem2_tiny_data, "val")
-    with pytest.raises(FileNotFoundError):
-        OffsetDataset(tmp_path_factory.mktemp("empty"), "train")
+    expect_raises(ValueError, OffsetDataset, problem2_tiny_data, "val",
+                  what="OffsetDataset with split 'val' (only 'train' and 'test' exist)")
+    expect_raises(FileNotFoundError, OffsetDataset, tmp_path_factory.mktemp("empty"), "train",
+                  what="OffsetDataset of a folder without offset/train.npy")

@@ -309,3 +309,16 @@ def test_score_shift_errors_draws_over_the_promised_ranges(monkeypatch):
         f"query's own position included: over {samples} draws k_pos was "
         + ("never equal to q_pos: is the key's draw exclusive at q_pos (use q_pos + 1)?"
            if 0 not in offsets else "never 0, or never far behind its query"))
+
+
+def test_rotary_vs_pairwise_error_draws_a_float32_x(monkeypatch):
+    """rotary_vs_pairwise_error's docstring: a random float32 x [length, d_model], given to
+    apply_rotary (replaced here by a recorder of what it gets)."""
+    recorder = stubs.RecordsDtypes(stubs.LeavesUnrotated())
+    monkeypatch.setattr(evaluate, "apply_rotary", recorder)
+    evaluate.rotary_vs_pairwise_error(8, length=16)
+    seen = list(recorder.seen)
+    assert seen == [("float32", [16, 8])], (
+        "rotary_vs_pairwise_error must hand apply_rotary one random float32 x [length, "
+        f"d_model] ([16, 8] here), not {seen}: is x drawn in float64 (the check is then "
+        "blind to float32 rounding), or of another shape?")

@@ -445,3 +445,17 @@ def test_score_shift_bad_scheme_raises():
     for scheme in ["learned", "none", "Rotary", ""]:
         with pytest.raises(ValueError):
             score_shift_invariance(torch.ones(4), torch.ones(4), 1, scheme)
+
+
+@p2c
+def test_apply_rotary_keeps_a_float64_input_float64():
+    """apply_rotary returns x's dtype: a float64 x stays float64, to float64 precision (the
+    rotation of pair 0 at position 3 by 3 rad, written out here)."""
+    x = torch.tensor([[0.0, 0.0, 0.0, 0.0], [0.1, 0.2, 0.0, 0.0]], dtype=torch.float64)
+    out = apply_rotary(x, torch.tensor([0, 3]))
+    assert out.dtype == torch.float64, (
+        f"apply_rotary must return x's dtype, float64 here, not {out.dtype}: is x (or the "
+        "rotation) cast to float32 on the way?")
+    expected = [0.1 * math.cos(3) - 0.2 * math.sin(3), 0.1 * math.sin(3) + 0.2 * math.cos(3)]
+    assert out[1, :2].tolist() == pytest.approx(expected, abs=1e-12), (
+        "apply_rotary on float64 must keep float64 precision: is it computed in float32?")

@@ -66,6 +66,9 @@ def test_loss_and_correct_by_hand():
     assert float(loss_sum) == pytest.approx(expected, rel=1e-6), (
         "loss_and_correct must return the summed cross-entropy over the positions with a "
         "target: is it the mean instead of the sum, or are ignored positions included?")
+    assert type(correct) is int and type(count) is int, (
+        "loss_and_correct must return correct and count as Python ints (.item()), not "
+        f"{type(correct).__name__} and {type(count).__name__}")
     assert (int(correct), int(count)) == (1, 2), (
         "loss_and_correct must count only the positions with a target (not IGNORE_INDEX), "
         "for both correct and count: are ignored positions counted?")

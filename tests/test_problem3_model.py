@@ -8,6 +8,7 @@ import torch
 import torch.nn.functional as F
 
 from tests.seam import remote_isinstance, submission
+from tests.tiny import expect_raises
 
 pytestmark = pytest.mark.p3b
 
@@ -16,6 +17,7 @@ Block = model_module.Block
 causal_mask = model_module.causal_mask
 tiny_lm = submission("tests.tiny").tiny_lm  # a 2-layer DecoderLM, built next to the code
 sandbox_torch = submission("torch")
+stubs = submission("tests.tiny_problem3")  # helpers that run next to the model
 
 
 def seed(n: int) -> None:
@@ -295,3 +297,39 @@ def test_no_dropout_on_the_attention_weights():
         f"a Block in training mode with dropout {p} must drop some entries of the attention "
         "sublayer's output and keep (rescale) the others, a nonzero attention output: is the "
         "Block's dropout missing, its mode ignored, or the attention sublayer's output zero?")
+
+
+def test_decoder_lm_takes_max_len_positions_and_rejects_more():
+    """DecoderLM.forward: a sequence longer than max_len raises ValueError; max_len itself
+    (12 here) is allowed."""
+    model = tiny_lm()
+    model.eval()
+    try:
+        logits = model(torch.zeros(1, 12, dtype=torch.long))
+    except ValueError as error:
+        pytest.fail(f"DecoderLM(max_len=12) must take a sequence of 12 positions, but it "
+                    f"raised ValueError ({error}): is the check start + T >= max_len instead "
+                    "of > max_len?", pytrace=False)
+    assert tuple(logits.shape) == (1, 12, 12)
+    expect_raises(ValueError, model, torch.zeros(1, 13, dtype=torch.long),
+                  what="DecoderLM(max_len=12) on 13 positions")
+
+
+def test_kv_cache_if_used_gives_the_full_forward_logits():
+    """Block.attention with kv_cache: the new keys and values are appended to the cached
+    ones, so one token at a time gives the logits of the whole sequence at once. A model
+    that leaves the cache empty (kv_cache ignored, which the homework allows) passes."""
+    model = tiny_lm(seed=3)
+    model.eval()
+    ids = torch.randint(0, 12, (2, 7), generator=torch.Generator().manual_seed(0))
+    stepped = stubs.incremental_logits(model, ids)
+    if stepped is None:
+        return
+    full = model(ids)
+    worst = (stepped - full).abs().amax(dim=(0, 2))  # per position
+    assert torch.allclose(stepped, full, atol=1e-5), (
+        "with kv_cache, feeding one token at a time must give the same logits as the whole "
+        f"sequence at once; they differ from position {int((worst > 1e-5).nonzero()[0])} on "
+        f"(max {worst.max():.3g}): does the cache keep every earlier key and value (appended "
+        "along the positions), not only the newest, and do the new positions start after "
+        "the cached ones?")

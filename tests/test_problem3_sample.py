@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from problem3.evaluate import canonical  # given code (RDKit's canonical SMILES): trusted
 from provided.smiles import BOS, EOS, PAD, SmilesVocab, tokenize
 from tests.seam import submission
-from tests.tiny import run_script
+from tests.tiny import expect_raises, run_script
 from tests.tiny_problem3 import write_run
 
 pytestmark = pytest.mark.p3d
@@ -318,3 +318,24 @@ def test_max_open_ring_span_with_two_digit_labels():
         "closed by the label's next occurrence) like those of single digits: are '%nn' "
         "tokens ignored (only token.isdigit() taken as a ring label), or counted as three "
         f"tokens? {{string: (got, expected)}}: {wrong}")
+
+
+def test_is_well_formed_lets_other_exceptions_through(monkeypatch):
+    """is_well_formed's docstring: catch tokenize's ValueError only, not every exception;
+    here tokenize is replaced by a stand-in that raises RuntimeError."""
+    monkeypatch.setattr(ev, "tokenize", stubs.RaisesError("a bug elsewhere"))
+    try:
+        answer = ev.is_well_formed("CCO")
+    except Exception:  # noqa: BLE001 (whatever arrives, it was let through)
+        return
+    pytest.fail(f"is_well_formed must let an exception other than tokenize's ValueError "
+                f"through (here tokenize raised RuntimeError), but it returned {answer!r}: is "
+                "it a blanket `except Exception` (or bare `except:`)? Catch ValueError only",
+                pytrace=False)
+
+
+@pytest.mark.parametrize("smiles", ["C1CC[nH", "C1CC1]"])
+def test_max_open_ring_span_raises_for_a_string_tokenize_rejects(smiles):
+    """max_open_ring_span's docstring: a string that tokenize rejects raises ValueError."""
+    expect_raises(ValueError, ev.max_open_ring_span, smiles,
+                  what=f"max_open_ring_span({smiles!r}) (tokenize rejects it)")

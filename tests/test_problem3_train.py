@@ -198,3 +198,21 @@ def test_train_step_sets_the_lr_of_every_parameter_group():
         "train_step must set the lr given on every parameter group of the optimizer (a model "
         f"may be trained with several): the groups' lr are {rates}; is only the first one "
         "set?")
+
+
+def test_train_step_steps_even_when_the_loss_is_not_finite():
+    """train_step's docstring: non-finite values are returned as they are and the step is
+    taken regardless (an SGD here that counts its steps)."""
+    model, _ = models()
+    state = model.state_dict()
+    state["head.weight"] = torch.full_like(state["head.weight"], float("nan"))
+    model.load_state_dict(state)
+    optimizer = stubs.CountsSteps(model.parameters(), lr=0.1)
+    inputs = torch.randint(3, 12, (4, 11), generator=torch.Generator().manual_seed(0))
+    loss, head_norm, total_norm = tr.train_step(model, optimizer, inputs, inputs, lr=0.1)
+    assert not math.isfinite(loss), "with a NaN head the loss must come back NaN, as it is"
+    steps = int(optimizer.steps)
+    assert steps == 1, (
+        f"train_step must take its optimizer step even when the loss is not finite (the "
+        f"docstring: the step is taken regardless); optimizer.step() was called {steps} "
+        "times: is the step skipped for a non-finite loss?")

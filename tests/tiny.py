@@ -10,9 +10,33 @@ import shutil
 from pathlib import Path
 
 import numpy as np
+import pytest
 import torch
 
 FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def expect_raises(kind: type, function, *args, what: str, **kwargs) -> None:
+    """On the tests' side: function(*args, **kwargs) must raise kind (a docstring's promise,
+    the wording being the student's); otherwise fail with a message that says what was
+    expected and what happened instead (another exception, an assert, or none)."""
+    try:
+        returned = function(*args, **kwargs)
+    except kind:
+        return
+    except Exception as error:  # noqa: BLE001 (any other type is the mistake to name)
+        got = type(error).__name__
+        hint = (": an assert is not the documented exception; raise "
+                f"{kind.__name__}(...) instead" if isinstance(error, AssertionError)
+                else f" ({str(error).splitlines()[0][:200] if str(error) else 'no message'}):"
+                f" check the argument before doing anything else with it")
+        pytest.fail(f"{what} must raise {kind.__name__}, as its docstring promises, not "
+                    f"{got}{hint}", pytrace=False)
+    shown = repr(returned) if isinstance(returned, (int, float, str, bool, type(None))) else (
+        type(returned).__name__)
+    pytest.fail(f"{what} must raise {kind.__name__}, as its docstring promises, but it "
+                f"returned {shown[:100]}: is the check missing, or the exception caught and "
+                "turned into a value?", pytrace=False)
 
 
 def addition_data(root: Path, n_train: int = 4000, n_eval: int = 24) -> Path:

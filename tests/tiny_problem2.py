@@ -161,6 +161,18 @@ class LeavesUnrotated:
         return x
 
 
+class RecordsDtypes:
+    """RecordsDtypes(function)(x, ...) = function(x, ...), recording x's dtype and shape in
+    .seen (as strings and lists), e.g. for apply_rotary inside rotary_vs_pairwise_error."""
+
+    def __init__(self, function):
+        self.function, self.seen = function, []
+
+    def __call__(self, x, *args, **kwargs):
+        self.seen.append((str(x.dtype).removeprefix("torch."), list(x.shape)))
+        return self.function(x, *args, **kwargs)
+
+
 class PlusConstant:
     """PlusConstant(function, c)(x, ...) = function(x, ...) + c, in x's dtype: a stand-in
     that differs from function by exactly c everywhere (e.g. for apply_rotary, next to

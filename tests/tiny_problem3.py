@@ -103,6 +103,43 @@ class FillsHeadWithNan:
         return self.step(model, optimizer, inputs, targets, lr)
 
 
+class CountsSteps(torch.optim.SGD):
+    """SGD that counts its steps (.steps), so that a test sees whether a step was taken even
+    where the step changes nothing visible (non-finite gradients)."""
+
+    def __init__(self, params, lr: float = 0.1):
+        super().__init__(params, lr=lr)
+        self.steps = 0
+
+    def step(self, closure=None):
+        self.steps += 1
+        return super().step(closure)
+
+
+class RaisesError:
+    """A stand-in function that raises RuntimeError(message) whatever it is given (e.g. for
+    tokenize, to see which exceptions is_well_formed lets through)."""
+
+    def __init__(self, message: str):
+        self.message = message
+
+    def __call__(self, *args, **kwargs):
+        raise RuntimeError(self.message)
+
+
+def incremental_logits(model, input_ids):
+    """model's logits [B, T, V] for input_ids [B, T] fed one token at a time with a kv_cache
+    (a list of one dict per block), or None when the model leaves the cache empty (it
+    ignores kv_cache, which the homework allows)."""
+    cache = [{} for _ in model.blocks]
+    steps = [model(input_ids[:, :1], kv_cache=cache)]
+    if not any(cache):
+        return None
+    for t in range(1, input_ids.shape[1]):
+        steps.append(model(input_ids[:, t:t + 1], kv_cache=cache))
+    return torch.cat(steps, dim=1)
+
+
 class Answers:
     """A stand-in function that answers each argument from a table given as data, e.g.
     Answers({"CCO": True, "CC(": False}); an argument not in the table raises KeyError."""
