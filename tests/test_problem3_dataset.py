@@ -96,4 +96,9 @@ def test_dataset_rejects_a_line_naming_its_number(tmp_path, train_fixture, bad_l
     path.write_text(f"CCO\nCCN\n{bad_line}\nCCC\n")  # the bad line is line 3, counted from 1
     with pytest.raises(ValueError) as error:
         SmilesDataset(path, vocab, max_len=max_len)
-    assert names_line(str(error.value), path, 3), str(error.value)
+    message = str(error.value)
+    assert names_line(message, path, 3), (
+        "SmilesDataset must raise ValueError naming the bad line by its number counted from 1 "
+        f"(line 3 here), but its message is: {message}"
+        + (" (it names line 2: are the lines counted from 0, enumerate's index?)"
+           if names_line(message, path, 2) else ""))

@@ -59,6 +59,12 @@ def last_position_note(vocab) -> str:
         return ("generate_batch draws every token from the logits of the first position (the "
                 "ones after BOS), not the last: the next token's logits are model(ids)[:, -1], "
                 "so no sample ever reaches EOS")
+    if any(set(s) - set("CN") for s in got):
+        return (f"with a model that always continues BOS -> C -> N -> EOS, generate gives "
+                f"{got}: tokens the model gives probability 0 (logits -1e9) were drawn, so the "
+                "draw is not from softmax(logits / T) over the vocabulary: is the softmax taken "
+                "over the batch (dim 0) instead of the last dimension, or the probabilities "
+                "changed after the softmax?")
     return (f"with a model that always continues BOS -> C -> N -> EOS, generate gives {got}, "
             "not ['CN', 'CN']: does each step draw from the logits at the last position, "
             "model(ids)[:, -1], and feed the sequence so far back in?")
