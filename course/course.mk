@@ -10,6 +10,8 @@
 #   make autograder         the Gradescope zip (build/autograder.zip)
 #   make grade-check        the grading kit's acceptance (8 minutes)
 #   make mutants            the mistake catalogue planted and graded (MISTAKES.md)
+#   make mutation           Cosmic Ray's mutants of every solution region, each against its
+#                           part's graded tests (course/grading/mutation.json; not in CI)
 #   make part-alone         each part filled alone earns all its points (2 minutes)
 #   make blast-radius       each mistake costs points in its own part only (MISTAKES.md)
 #   make grade-limits       the grader in a small cgroup against resource attacks (root)
@@ -195,6 +197,15 @@ part-alone:
 	$(PY) -m course.tools.part_alone
 blast-radius:
 	$(PY) -m course.tools.part_alone --mistakes --write
+
+# every solution region mutated by Cosmic Ray (course/tools/mutation.py), each mutant run
+# against its part's graded tests alone, niced: about 15 min of one core; the outcomes are
+# merged into course/grading/mutation.json, which the kit test test_mutation.py reads. Not
+# in CI. MUTATION_ARGS, e.g. MUTATION_ARGS="--parts p1b", runs part of it.
+MUTATION_ARGS ?=
+.PHONY: mutation
+mutation:
+	nice $(PY) -m course.tools.mutation --write $(MUTATION_ARGS)
 
 # the grading kit's acceptance: reference, filled handouts and single parts grade as they
 # should, and every planted mistake of course/grading/mutants.py fails a graded test (8 minutes)

@@ -80,6 +80,13 @@ def test_pre_tokenized_tensors_and_max_pairs(data_dir):
         "max_pairs must keep the first pairs of the file, in file order")
     assert torch.equal(ds.tgt_in[:, 1:], ds.tgt_out[:, :3]), (
         "tgt_in must be tgt_out shifted right by one behind BOS")
+    try:
+        every = AdditionDataset(data_dir, "train", "forward", max_pairs=5)
+    except ValueError as error:
+        pytest.fail(f"max_pairs=5 on a split of 5 pairs must keep all 5 (the first max_pairs "
+                    f"pairs), but AdditionDataset raised ValueError ({error}): is the range "
+                    "check max_pairs < N instead of max_pairs <= N?", pytrace=False)
+    assert len(every) == 5, "max_pairs equal to the number of pairs must keep every pair"
 
 
 def test_bad_arguments(data_dir):
