@@ -110,7 +110,10 @@ def test_block_matches_torch_multihead_attention(norm, heads):
         else:
             h = layer_norm(state, "ln1", x + torch_attention(state, heads, x))
             expected = layer_norm(state, "ln2", h + ffn(state, h))
-    torch.testing.assert_close(block(x, tril(7)), expected, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(block(x, tril(7)), expected, atol=1e-5, rtol=1e-5, msg=lambda m: (
+        f"a {norm}-LN Block with {heads} head(s) must equal its formula written out with "
+        "torch's multi-head attention from its own weights: are the heads split or merged in "
+        f"another layout, the output projection skipped, or the scale not 1/sqrt(d_head)?\n{m}"))
 
 
 def test_dropout_sits_on_the_residual_branches():
@@ -118,11 +121,17 @@ def test_dropout_sits_on_the_residual_branches():
     seed(2)
     x = torch.randn(2, 5, 16)
     pre = Block(16, 4, 32, dropout=1.0, norm="pre").train()
-    torch.testing.assert_close(pre(x, tril(5)), x)
+    torch.testing.assert_close(pre(x, tril(5)), x, msg=lambda m: (
+        "a pre-LN Block with dropout 1 in training mode must return x unchanged (both branches "
+        "dropped, the residual path untouched): is dropout applied to the residual path or "
+        f"after a LayerNorm?\n{m}"))
     post = Block(16, 4, 32, dropout=1.0, norm="post").train()
     state = perturb(post)
     torch.testing.assert_close(post(x, tril(5)),
-                               layer_norm(state, "ln2", layer_norm(state, "ln1", x)))
+                               layer_norm(state, "ln2", layer_norm(state, "ln1", x)),
+                               msg=lambda m: (
+        "a post-LN Block with dropout 1 in training mode must return LN2(LN1(x)) (both "
+        "branches dropped): is dropout applied to the residual sum or after a norm?\n" + m))
 
 
 def test_block_uses_the_mask_it_is_given():
@@ -132,8 +141,14 @@ def test_block_uses_the_mask_it_is_given():
     changed = x.clone()
     changed[:, 3] = torch.randn(16)  # not a constant shift, which a LayerNorm would undo
     full = torch.ones(4, 4, dtype=torch.bool)  # no longer causal: position 0 sees position 3
-    assert not torch.allclose(block(x, full)[:, 0], block(changed, full)[:, 0])
-    torch.testing.assert_close(block(x, tril(4))[:, 0], block(changed, tril(4))[:, 0])
+    assert not torch.allclose(block(x, full)[:, 0], block(changed, full)[:, 0]), (
+        "with a mask that lets position 0 see position 3, changing position 3 must change "
+        "position 0's output: does the Block ignore the mask it is given (a causal mask of "
+        "its own)?")
+    torch.testing.assert_close(block(x, tril(4))[:, 0], block(changed, tril(4))[:, 0],
+                               msg=lambda m: (
+        "under a causal mask, changing position 3 must not change position 0's output: is the "
+        f"mask passed to the attention, with True = may attend?\n{m}"))
 
 
 def test_model_forward_composes_its_modules():
@@ -155,7 +170,11 @@ def test_model_forward_composes_its_modules():
         if norm == "pre":
             x = layer_norm(state, "ln_f", x)
         expected = linear(state, "head", x)
-        torch.testing.assert_close(model(ids), expected)
+        torch.testing.assert_close(model(ids), expected, msg=lambda m, norm=norm: (
+            f"a {norm}-LN DecoderLM must equal tok_emb + pos_emb, its blocks, "
+            + ("ln_f" if norm == "pre" else "no final norm") + " and the head, written out "
+            "from its own weights: are the embeddings scaled, the positions offset, or the "
+            f"final norm misplaced?\n{m}"))
 
 
 def test_position_embedding_row_t_reaches_positions_t_onwards():
@@ -168,8 +187,13 @@ def test_position_embedding_row_t_reaches_positions_t_onwards():
     weight[3] += torch.randn(16)  # not a constant shift: LayerNorm undoes it
     model.load_state_dict({"pos_emb.weight": weight}, strict=False)
     after = model(ids)
-    torch.testing.assert_close(after[:, :3], before[:, :3])
-    assert not torch.allclose(after[:, 3], before[:, 3])
+    torch.testing.assert_close(after[:, :3], before[:, :3], msg=lambda m: (
+        "changing position embedding row 3 must not change the logits at positions 0-2 (a "
+        "causal model reads row t at position t only): are the positions offset (from 1), or "
+        f"the mask not causal?\n{m}"))
+    assert not torch.allclose(after[:, 3], before[:, 3]), (
+        "changing position embedding row 3 must change the logits at position 3: is pos_emb "
+        "left out, or indexed from 1?")
 
 
 def test_sequences_up_to_max_len_and_no_longer():
