@@ -143,18 +143,27 @@ def test_decoder_passes_its_masks_on():
     # an explicit all-True self mask: no longer causal, a later token reaches position 0
     full = torch.ones(4, 4, dtype=torch.bool)
     out, self_w, _ = layer(x, memory, self_mask=full)
-    assert (self_w[..., 0, 1:] > 0).all()
+    assert (self_w[..., 0, 1:] > 0).all(), (
+        "DecoderLayer given an all-True self_mask must let query 0 see every key; its weights "
+        "on keys 1.. are 0: does it build a causal mask even when self_mask is given? (None "
+        "alone means causal)")
     changed = x.clone()
     changed[:, 3] += 1.0
-    assert not torch.allclose(layer(changed, memory, self_mask=full)[0][:, 0], out[:, 0])
+    assert not torch.allclose(layer(changed, memory, self_mask=full)[0][:, 0], out[:, 0]), (
+        "with an all-True self_mask, changing token 3 must change position 0's output: is the "
+        "given self_mask replaced by a causal one?")
     # a memory mask that hides source positions 3.. of sequence 0
     keep = torch.ones(2, 1, 1, 6, dtype=torch.bool)
     keep[0, ..., 3:] = False
     out, _, cross_w = layer(x, memory, memory_mask=keep)
-    assert (cross_w[0, ..., 3:] == 0).all() and (cross_w[1] > 0).all()
+    assert (cross_w[0, ..., 3:] == 0).all() and (cross_w[1] > 0).all(), (
+        "DecoderLayer's cross-attention must apply memory_mask: sequence 0's source positions "
+        "3.. must get weight 0 and sequence 1's none: is memory_mask passed to cross_attn?")
     other = memory.clone()
     other[0, 3:] = torch.randn(3, 16)
-    torch.testing.assert_close(layer(x, other, memory_mask=keep)[0], out)
+    torch.testing.assert_close(layer(x, other, memory_mask=keep)[0], out, msg=lambda m: (
+        "changing only masked-out memory positions must not change DecoderLayer's output: "
+        f"is memory_mask passed to the cross-attention?\n{m}"))
 
 
 def test_encoder_passes_its_mask_on():
