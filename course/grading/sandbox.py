@@ -198,6 +198,17 @@ def join_cgroup(cgroup: str | None) -> None:
         pass
 
 
+def tensors_by_value() -> None:
+    """Let a tensor cross between processes (a DataLoader's workers, a multiprocessing
+    queue) by value: torch's own handoff shares memory through a Unix socket, which the
+    policy refuses, so its reducers leave multiprocessing's pickler and tensors pickle as
+    they do with pickle itself (the same values arrive, copied)."""
+    from multiprocessing.reduction import ForkingPickler
+
+    for kind in [k for k in ForkingPickler._extra_reducers if k.__module__.startswith("torch")]:
+        del ForkingPickler._extra_reducers[kind]
+
+
 def prepare() -> dict:
     """Run once in the zygote, before any fork: what every sandbox inherits (the
     world-writable folders, found once, and the syscall policy, built once) and what the
@@ -240,6 +251,7 @@ def main(request: dict, fd: int, facts: dict) -> None:
         landlock.restrict([request["tree"], *request.get("shared", []),
                            *[f for f in POSIX_IPC if os.path.isdir(f)]])
         syscalls.install()
+        tensors_by_value()
         tree = request["tree"]
         os.chdir(tree)
         os.environ.clear()

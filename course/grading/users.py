@@ -365,7 +365,9 @@ def processes_of(uid: int) -> dict[int, bool]:
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit():
             continue
-        try:
+        try:  # /proc/PID is its effective user's, or root's when it is not dumpable
+            if entry.stat().st_uid not in (uid, 0):
+                continue
             status = Path(f"/proc/{entry.name}/status").read_text()
         except OSError:
             continue

@@ -130,7 +130,11 @@ def test_an_attack_earns_nothing(graded, attack):
 
 def test_the_reference_and_the_empty_handout_after_the_attacks(graded):
     """The reference, graded after every attack, earns all of p1a; the empty handout none."""
-    assert _score(graded[REPO_ROOT.name]) == pytest.approx(4.0)
+    lost = [f"{t['name']}: {t['output'][:400]}" for t in graded[REPO_ROOT.name]["tests"]
+            if t["tags"] == ["p1a"] and t["score"] < t["max_score"]]
+    assert _score(graded[REPO_ROOT.name]) == pytest.approx(4.0), (
+        "the reference, graded after the attacks, lost points (an attack reached past its "
+        "own grading?):\n" + "\n".join(lost))
     assert _score(graded["handout"]) == 0
 
 

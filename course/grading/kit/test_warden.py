@@ -26,6 +26,7 @@ from course.grading.users import (
     Sandbox,
     give,
     open_folder,
+    processes_of,
     remove_tree,
     sandbox_pool,
     sandbox_user,
@@ -64,6 +65,37 @@ def times(log):
     return [float(line) for line in open(log).read().split()]
 
 
+def _square(x):
+    return x * x
+
+
+def workers():
+    """Each kind of worker process the homework's code may use, and what it returned."""
+    import multiprocessing, subprocess, sys
+    import torch
+    from torch.utils.data import DataLoader, TensorDataset
+
+    found = {}
+    with multiprocessing.Pool(2) as pool:
+        found["pool"] = pool.map(_square, range(4))
+    queue = multiprocessing.Queue()
+    child = multiprocessing.Process(target=queue.put, args=(42,))
+    child.start()
+    found["queue"] = queue.get(timeout=60)
+    child.join()
+    with multiprocessing.Lock():
+        found["lock"] = True
+    pid = os.fork()
+    if pid == 0:
+        os._exit(7)
+    found["fork"] = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+    found["python"] = subprocess.run([sys.executable, "-c", "print(6 * 7)"],
+                                     capture_output=True, text=True).stdout.strip()
+    loader = DataLoader(TensorDataset(torch.arange(6.0)), batch_size=3, num_workers=2)
+    found["dataloader"] = [batch[0].tolist() for batch in loader]
+    return found
+
+
 def fill(folder, megabytes):
     """Write files of 32 MiB until megabytes are written or a write fails."""
     block = b"x" * 2**20
@@ -96,6 +128,7 @@ def transport(request, monkeypatch):
             "basetemp": str(work / "pytest")}
     warden = warden_module.Warden(seat, zygote.path)
     made = SandboxTransport(warden, 0, lambda: [])
+    made.warden_uid = seat["pool"][0][0]
     try:
         yield made
     finally:
@@ -124,6 +157,29 @@ def test_a_process_that_forks_in_a_loop_does_not_run_between_calls(transport, pr
     assert len([t for t in written if t < stopped_at]) > 10, "the helper never ran"
     assert between == [], (f"a helper that forks in a loop ran {len(between)} times while its "
                            "sandbox was stopped between two calls")
+
+
+def test_worker_processes_work_and_leave_nothing(transport, probe):
+    """A DataLoader with workers, multiprocessing's Pool, Queue and Lock, os.fork and the
+    Python interpreter in a subprocess work in a sandbox, and nothing of them is left after
+    its test: no process of its user, no file of its user in /dev/shm."""
+    found = probe.workers()
+    assert found == {"pool": [0, 1, 4, 9], "queue": 42, "lock": True, "fork": 7,
+                     "python": "42", "dataloader": [[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]]}
+    uid = transport.warden_uid
+    transport.close()
+    transport.close = lambda: None  # closed once
+    left = processes_of(uid)
+    assert left == {}, f"processes of the sandbox user left after its test: {left}"
+    shm = [p.name for p in Path("/dev/shm").iterdir() if _uid(p) == uid]
+    assert shm == [], f"files of the sandbox user left in /dev/shm: {shm}"
+
+
+def _uid(path: Path) -> int | None:
+    try:
+        return path.stat().st_uid
+    except OSError:
+        return None
 
 
 def test_a_sandbox_that_fills_the_disk_is_stopped(transport, probe):

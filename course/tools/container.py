@@ -1,0 +1,66 @@
+"""A command run as Gradescope runs the grader: as root in a container, with a real runtime.
+
+    sudo .venv/bin/python -m course.tools.container -- pytest course/grading/kit/test_warden.py
+    make grade-container      # the kit's grading tests there (CI's third pass)
+
+Instructors only. podman (Debian's package) with runc, over this machine's own root
+filesystem as a throwaway overlay (`--rootfs /:O`: no image is pulled, and of what the
+command writes only what it writes in the repository, mounted as itself, survives it),
+with the runtime's defaults for what a Gradescope container gets: Docker's default
+capabilities (no CAP_SYS_ADMIN, CAP_SYS_PTRACE, CAP_SYS_RESOURCE, CAP_IPC_OWNER ...), the
+runtime's default seccomp profile (no unshare, mount, keyctl ...), no privilege, the cgroup
+fs read-only, no network, and the open-file and process limits a container usually has.
+The command runs in the repository with this machine's environment (the same Python and
+virtual environment), and its exit status is the tool's. The container first says what it
+got (capabilities, seccomp mode, writable cgroup mounts) and stops if that is more than
+Gradescope's container has.
+
+podman's other runtime, crun, refuses a machine whose cgroups are mixed v1 and v2 (this
+project's CI machine), hence runc; ulimits above the machine's hard limits are refused.
+"""
+
+import os
+import shutil
+import subprocess
+
+from provided.common import REPO_ROOT, ArgumentParser, fail, script
+
+RUNC = "/usr/sbin/runc"
+# what the container must look like before the command runs (sh, in the container)
+CHECK = r"""
+caps=$(awk '/^CapEff/ {print $2}' /proc/self/status)
+seccomp=$(awk '/^Seccomp:/ {print $2}' /proc/self/status)
+rw_cgroup=$(awk '{for (i = 7; i < NF; i++) if ($i == "-") {kind = $(i + 1); break}}
+  kind ~ /^cgroup/ && $6 ~ /(^|,)rw(,|$)/' /proc/self/mountinfo | wc -l)
+echo "container: CapEff $caps, seccomp mode $seccomp, writable cgroup mounts $rw_cgroup"
+[ "$seccomp" = 2 ] && [ "$rw_cgroup" = 0 ] && [ $(( 0x$caps & (1 << 21 | 1 << 19) )) = 0 ] \
+  || { echo "error: the container has more than Gradescope's" >&2; exit 3; }
+"""
+
+
+def podman_command(command: list[str]) -> list[str]:
+    """The podman command line that runs command (argv) in the repository, in the container."""
+    environment = [f"--env={name}={os.environ[name]}" for name in ("PATH", "VIRTUAL_ENV")
+                   if name in os.environ]
+    inner = CHECK + 'cd "$1" && shift && exec "$@"'
+    return ["podman", "--runtime", RUNC, "run", "--rm", "--network", "none",
+            "--ulimit", "nofile=1024:1024", "--ulimit", "nproc=4096:4096",
+            *environment, f"--volume={REPO_ROOT}:{REPO_ROOT}", "--rootfs", "/:O",
+            "sh", "-c", inner, "sh", str(REPO_ROOT), *command]
+
+
+@script
+def main(argv=None) -> int:
+    parser = ArgumentParser(__doc__)
+    parser.add_argument("command", nargs="+", help="the command and its arguments (after --)")
+    args = parser.parse_args(argv)
+    if os.geteuid() != 0:
+        fail("run it as root (sudo .venv/bin/python -m course.tools.container -- ...): "
+             "Gradescope's container runs the grader as root")
+    if shutil.which("podman") is None or not os.path.exists(RUNC):
+        fail("podman and runc are missing: apt-get install podman runc")
+    return subprocess.run(podman_command(args.command)).returncode
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
