@@ -112,13 +112,15 @@ class Grader:
     """What grading needs, ready before any submission is read: the kit, a pool of sandbox
     users per job (course/grading/users.py), the zygote the sandboxes are forked from, one
     test's time limit; code_only: the results are not graded (the grader has no data);
-    judges: per job, the user its judge runs as (none when not sealed)."""
+    judges: per job, the user its judge runs as (none when not sealed); reader: the user
+    a submission's weights are parsed as (course/grading/weights.py)."""
     kit: Kit
     sandboxes: list  # [job][user]: Sandbox
     zygote: Zygote
     test_seconds: float
     code_only: bool = False
     judges: list = field(default_factory=list)  # [job]: Sandbox
+    reader: Sandbox = field(default_factory=Sandbox)  # who parses a submission's weights
 
     @property
     def sealed(self) -> bool:
@@ -261,7 +263,8 @@ def grade(submission: Path, grader: Grader, parts: list[str], out: Path | None,
         if keep is not None:
             keep_graded_code(keep, taken.code)
         results = grade_results(kit, taken.root, scratch,
-                                CODE_ONLY if grader.code_only else None)
+                                CODE_ONLY if grader.code_only else None,
+                                (grader.zygote.path, grader.reader))
         outcomes = {}
         save(out, results_json(code_entries(kit, parts, outcomes, taken.reasons, taken.told)
                                + results, start, taken.note))
@@ -323,7 +326,8 @@ def setup(parts: list[str], jobs: int | None = None, scratch: Path | None = None
     zygote = Zygote(folder)
     print(f"sandbox isolation: {zygote.isolation}", flush=True)
     test_seconds = TEST_CPU_S / min(1.0, cpu_quota() / jobs)
-    return Grader(read_kit(parts), sandboxes, zygote, test_seconds, code_only, judges)
+    return Grader(read_kit(parts), sandboxes, zygote, test_seconds, code_only, judges,
+                  sandbox_user())
 
 
 def check_grader_data(data_dir: Path | None = None) -> None:

@@ -45,6 +45,7 @@ grader also checks before it reads any submission) raises, GraderDataError.
 """
 
 import argparse
+import atexit
 import dataclasses
 import hashlib
 import io
@@ -52,9 +53,11 @@ import json
 import math
 import os
 import resource
+import socket
 import stat
 import statistics
 import sys
+import tempfile
 import zipfile
 from collections import Counter
 from contextlib import contextmanager
@@ -65,6 +68,8 @@ from rdkit import Chem
 
 from course.grading.bands import LATE_POINTS, P2_BUCKETS
 from course.grading.grader_data import DATA_SHA1, GraderDataError, check_data  # noqa: F401
+from course.grading.users import sandbox_user
+from course.grading.zygote import Zygote
 from problem1.config import RUNS as P1_RUNS
 from problem1.config import Config as P1Config
 from problem1.config import run_name as p1_run_name
@@ -93,6 +98,7 @@ from provided.common import DATA_DIR, REPO_ROOT
 from provided.data_files import read_smiles
 from provided.smiles import HOMEWORK_TOKENS, SMILES_PATTERN, SPECIALS
 from provided.submission import LOG_BYTES, METRICS_BYTES, SAMPLES_BYTES, WEIGHTS_BYTES
+from tests import seam
 
 # at most WEIGHTS_BYTES, LOG_BYTES, METRICS_BYTES or SAMPLES_BYTES of a submission's file are
 # read: defined once, in provided/submission.py, whose `make submission` checks a student's
@@ -254,8 +260,9 @@ def read_metrics(results: Path):
 
 def read_checkpoint(path: Path) -> dict:
     """{'config': dict, 'model': {name: tensor}, ...} from a torch.save archive of at most
-    WEIGHTS_BYTES, loaded with weights_only=True; Unverified otherwise. An archive must hold
-    its entries uncompressed (torch.save's own), so its size bounds what loading allocates."""
+    WEIGHTS_BYTES, loaded with weights_only=True by a weights reader (read_weights);
+    Unverified otherwise. An archive must hold its entries uncompressed (torch.save's own),
+    so its size bounds what loading allocates."""
     data = read_capped(path, WEIGHTS_BYTES)
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as archive:
@@ -265,15 +272,69 @@ def read_checkpoint(path: Path) -> dict:
     if any(e.compress_type != zipfile.ZIP_STORED for e in entries) or \
             sum(e.file_size for e in entries) > WEIGHTS_BYTES:
         raise Unverified(f"{path.name} holds compressed entries: torch.save writes none")
-    try:
-        checkpoint = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
-    except Exception as err:  # torch raises many kinds for a damaged or hostile archive
-        raise Unverified(f"{path.name} cannot be loaded with weights_only=True "
-                         f"({type(err).__name__})") from None
+    reply = read_weights(data)
+    if "error" in reply:
+        raise Unverified(f"{path.name}: {reply['error']}"[:300])
+    checkpoint = reply.get("checkpoint")
     if not isinstance(checkpoint, dict) or not isinstance(checkpoint.get("config"), dict) \
             or not isinstance(checkpoint.get("model"), dict):
         raise Unverified(f"{path.name} is not a checkpoint of this repository (config, model)")
     return checkpoint
+
+
+@dataclasses.dataclass
+class WeightsReaders:
+    """Where weights are parsed: the zygote that forks a weights reader per archive
+    (course/grading/weights.py) and the sandbox user it runs as (None: not root). The grader
+    gives its own (set_readers); otherwise the first archive starts a zygote of its own."""
+    zygote: object = None
+    uid: int | None = None
+    gid: int | None = None
+
+
+READERS = WeightsReaders()
+READ_SECONDS = 120
+
+
+def set_readers(zygote_path: str, uid: int | None, gid: int | None) -> None:
+    """Parse weights in readers forked by the zygote at zygote_path, as uid:gid."""
+    READERS.zygote, READERS.uid, READERS.gid = Zygote.at(zygote_path), uid, gid
+
+
+def read_weights(data: bytes) -> dict:
+    """A weights reader's answer to an archive: {"checkpoint": {...}} with the tensors
+    rebuilt from raw bytes (tests/seam.py's decoding: nothing is unpickled here), or
+    {"error": why}."""
+    if READERS.zygote is None:
+        folder = Path(tempfile.mkdtemp(prefix="weights_"))
+        folder.chmod(0o711)
+        READERS.zygote = Zygote(folder)
+        atexit.register(READERS.zygote.close)
+        if os.geteuid() == 0:
+            user = sandbox_user()
+            READERS.uid, READERS.gid = user.uid, user.gid
+    ours, theirs = socket.socketpair()
+    try:
+        READERS.zygote.fork("weights", {"uid": READERS.uid, "gid": READERS.gid},
+                            theirs.fileno())
+    finally:
+        theirs.close()
+    try:
+        with ours:
+            ours.settimeout(READ_SECONDS)
+            seam.send(ours, data)
+            message = seam.receive(ours)
+        if message is None:
+            return {"error": "its reader ended without an answer (a hostile archive?)"}
+        tree, blobs = seam.unpack(message)
+        reply = seam.Decoder(blobs, _no_handles).decode(tree)
+    except (OSError, seam.SeamError) as err:
+        return {"error": f"its reader failed ({type(err).__name__})"}
+    return reply if isinstance(reply, dict) else {"error": "its reader's answer is malformed"}
+
+
+def _no_handles(node):
+    raise seam.SeamError("a weights reader sends data only")
 
 
 # ------------------------------------------------------------------ configs and checkpoints

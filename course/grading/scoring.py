@@ -47,12 +47,15 @@ def part_entries(kit: Kit, part: str, which: str, outcomes: dict, reason: str,
     return entries
 
 
-def recomputed(problem: str, folder: Path, out: Path, bands: dict, seconds: float = 180) -> dict:
+def recomputed(problem: str, folder: Path, out: Path, bands: dict, readers=None,
+               seconds: float = 180) -> dict:
     """course.grading.recompute's {run: {quantity: {"value", "claimed", "status", "why"}}} for the
     submission's results folder (its files copied plain to out first, results_files),
     computed in a forked child, which alone imports the recomputation (its memory is
-    returned when it ends); or {"fault": why} if the grader's own data is missing or the
-    child failed."""
+    returned when it ends) and has each archive of weights parsed by a weights reader that
+    readers names ((zygote path, Sandbox): the grader's zygote and a sandbox user of its
+    own; None: the recomputation starts its own); or {"fault": why} if the grader's own data
+    is missing or the child failed."""
     read_fd, write_fd = os.pipe()
     pid = os.fork()
     if pid == 0:
@@ -60,6 +63,8 @@ def recomputed(problem: str, folder: Path, out: Path, bands: dict, seconds: floa
             os.close(read_fd)
             from course.grading import recompute
 
+            if readers is not None:
+                recompute.set_readers(readers[0], readers[1].uid, readers[1].gid)
             try:
                 results = results_files(folder, problem, out)
                 answer = {"found": recompute.recompute(problem, results, bands=bands)}
@@ -99,7 +104,7 @@ STATUS_LINE_CHARS = 240  # one quantity's line in its problem's status entry
 
 
 def grade_results(kit: Kit, root: Path | None, scratch: Path,
-                  not_graded: str | None = None) -> list[dict]:
+                  not_graded: str | None = None, readers=None) -> list[dict]:
     """Each problem's graded numbers, recomputed by trusted code from the submission's own
     files (course/grading/recompute.py: weights, logs, samples), against the reference bands.
     Only a recomputed value can earn points; one that no file supports is "unverified" and
@@ -132,7 +137,7 @@ def grade_results(kit: Kit, root: Path | None, scratch: Path,
                                   {"status": "unverified", "why": headline})
             missing = "metrics.json (the other files are not read without it)"
         else:
-            found = recomputed(problem, folder, scratch / f"{problem}-results", bands)
+            found = recomputed(problem, folder, scratch / f"{problem}-results", bands, readers)
             items = {(run, q): {"status": "fault", "why": found["fault"]} if "fault" in found
                      else found.get(run, {}).get(q) or {
                          "status": "unverified", "why": "nothing was recomputed for it"}

@@ -30,7 +30,8 @@ from course.grading.users import JUDGE_USER, SANDBOX_USER
 REPO_ROOT = Path(__file__).resolve().parents[2]
 # what a child of the zygote may be: its module, which has main(request, fd, facts) and
 # may have prepare() -> facts
-ENTRIES = {"judge": "course.grading.judge", "sandbox": "course.grading.sandbox"}
+ENTRIES = {"judge": "course.grading.judge", "sandbox": "course.grading.sandbox",
+           "weights": "course.grading.weights"}
 # imported once by the zygote, for every sandbox to share: what the code under test uses
 # (torch._dynamo is what an optimizer's first step imports: 1.5 CPU-seconds, 70 MB); a
 # sandbox that draws a figure imports matplotlib itself
