@@ -68,6 +68,10 @@ def test_decoder_layer_is_causal_and_normalized():
         pytest.fail(f"DecoderLayer(x [2, 4, 16], memory [2, 7, 16]) raised {error}: does the "
                     "cross-attention take its queries from the decoder's x and its keys and "
                     "values from memory, and the self-attention a [T, T] mask?")
+    assert (tuple(self_w.shape), tuple(cross_w.shape)) != ((2, 4, 4, 7), (2, 4, 4, 4)), (
+        "DecoderLayer must return (x, self weights, cross weights) in this order: it returned "
+        "the cross-attention weights [B, h, T, S] second and the self-attention weights "
+        "[B, h, T, T] third: swap them")
     assert out.shape == (2, 4, 16) and self_w.shape == (2, 4, 4, 4), (
         "DecoderLayer must return out [B, T, d_model] and self-attention weights [B, h, T, T]")
     assert cross_w.shape == (2, 4, 4, 7), (

@@ -14,6 +14,7 @@ import pytest
 import torch
 
 from tests.seam import submission
+from tests.tiny import expect_raises
 
 p2b = pytest.mark.p2b
 p2c = pytest.mark.p2c
@@ -443,8 +444,9 @@ def test_score_shift_bad_scheme_raises():
         "score_shift_invariance(q, k, 1, 'rotary') must be about 0: is the valid scheme "
         "'rotary' rejected?" + upstream_note("rotary"))
     for scheme in ["learned", "none", "Rotary", ""]:
-        with pytest.raises(ValueError):
-            score_shift_invariance(torch.ones(4), torch.ones(4), 1, scheme)
+        expect_raises(ValueError, score_shift_invariance, torch.ones(4), torch.ones(4), 1,
+                      scheme, what=f"score_shift_invariance with scheme {scheme!r} (only "
+                                   "'rotary' and 'sinusoidal' exist)")
 
 
 @p2c
