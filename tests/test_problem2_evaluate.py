@@ -322,3 +322,34 @@ def test_rotary_vs_pairwise_error_draws_a_float32_x(monkeypatch):
         "rotary_vs_pairwise_error must hand apply_rotary one random float32 x [length, "
         f"d_model] ([16, 8] here), not {seen}: is x drawn in float64 (the check is then "
         "blind to float32 rounding), or of another shape?")
+
+
+def test_per_position_counts_covers_every_sequence_when_they_outnumber_the_positions():
+    """per_position_counts' docstring: tallies over the sequences of tokens [N, T]; here
+    N = 10 sequences of T = 4 positions in batches of 3 (a stub that predicts i % 3 at
+    position i, every position with target 0): position 0 is right in all 10."""
+    tokens = torch.zeros(10, 4, dtype=torch.long)
+    targets = torch.zeros(10, 4, dtype=torch.long)
+    counts = evaluate.per_position_counts(stubs.PredictsPositionModThree(), tokens, targets,
+                                          batch_size=3)
+    got = counts["count"].tolist()
+    assert got == [10.0] * 4, (
+        f"per_position_counts must count all 10 sequences at every position, not {got}: do "
+        "the batches run over the sequences (tokens.shape[0]), not over the positions?")
+    assert counts["correct"].tolist() == [10.0, 0.0, 0.0, 10.0], (
+        "per_position_counts' correct must count, at each position, the sequences whose "
+        "argmax is the target")
+
+
+def test_position_metrics_in_range_starts_at_position_0():
+    """position_metrics' docstring: in_range pools positions 0-63, position 0 included
+    (one right prediction at position 0 of 128 positions with one target each)."""
+    count = torch.ones(128)
+    correct = torch.zeros(128)
+    correct[0] = 1.0
+    m = evaluate.position_metrics(correct, count)
+    assert as_float(m["in_range"]) == pytest.approx(1 / 64), (
+        f"in_range must pool positions 0-63 (1 right of 64 here), not {m['in_range']}: does "
+        "it start at position 1, or end before 63?")
+    assert as_float(m["buckets"][0]) == pytest.approx(1 / 16), (
+        "the first bucket must pool positions 0-15")

@@ -423,6 +423,8 @@ CLAUSES = {
         (
             "Per-position tallies over the sequences of tokens/targets [N, T], in eval mode",
             [
+                T2E + "test_per_position_counts_covers_every_sequence_when_they_outnumber_the_"
+                "positions",
                 T2E + "test_per_position_counts_with_a_stub_model",
                 T2E + "test_per_position_counts_runs_in_eval_mode",
             ],
@@ -455,7 +457,10 @@ CLAUSES = {
         (
             "{'in_range': positions 0-63, 'beyond': 64-127, 'beyond_buckets': [64-79, 80-95, "
             "96-111, 112-127], 'buckets': the eight 16-position buckets 0-15 .. 112-127}",
-            [T2E + "test_accuracy_over_and_position_metrics_by_hand"],
+            [
+                T2E + "test_accuracy_over_and_position_metrics_by_hand",
+                T2E + "test_position_metrics_in_range_starts_at_position_0",
+            ],
         ),
         (
             "each a float (None where no position has a target)",
