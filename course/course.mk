@@ -14,6 +14,9 @@
 #                           part's graded tests (course/grading/mutation.json; not in CI)
 #   make part-alone         each part filled alone earns all its points (2 minutes)
 #   make blast-radius       each mistake costs points in its own part only (MISTAKES.md)
+#   make grade-capsh        the grading suite again as root without CAP_SYS_ADMIN (root)
+#   make grade-container    the grading suite in a container as Gradescope runs one: podman,
+#                           runc, no writable cgroup fs (root; CI's third pass)
 #   make grade-limits       the grader in a small cgroup against resource attacks (root)
 #   make grade-footprint    the reference graded in that cgroup, with its weights (root)
 #   make bands              the reference bands and the reports' generated tables
@@ -35,7 +38,7 @@ test-course:
 
 .PHONY: handout autograder grade-check seeds seeds-problem1 seeds-problem2 seeds-problem3 \
         samples10k difficulty pruning-bias bands mutants rotary-window carry-probe grade-limits \
-        grade-footprint \
+        grade-footprint grade-capsh grade-container \
         part-alone blast-radius \
         problem2-analysis problem1-breakdown
 # ----------------------------------------------------------------------- extra seeds
@@ -217,6 +220,16 @@ grade-check:
 # disk fill and a thread storm: each scores 0 and the grader survives (about 3 minutes)
 grade-limits:
 	$(PY) -m course.tools.grade_limits
+
+# the grading suite, which `pytest course` runs as root with namespaces, in the two other
+# modes a grader meets: root without CAP_SYS_ADMIN (capsh), and a container without a
+# writable cgroup fs (Gradescope's: course/tools/container.py)
+GRADING_SUITE := $(addprefix course/grading/kit/,test_grade_sealed.py test_sandbox_policy.py \
+  test_warden.py test_weights_reader.py test_honest_idioms.py test_part_alone.py)
+grade-capsh:
+	capsh --drop=cap_sys_admin -- -c "$(PY) -m pytest -q -p no:cacheprovider $(GRADING_SUITE)"
+grade-container:
+	$(PY) -m course.tools.container -- $(PY) -m pytest -q -p no:cacheprovider $(GRADING_SUITE)
 
 # after `make problem1 problem2` (the ten weights present), as a real submission is graded
 grade-footprint:

@@ -445,12 +445,11 @@ def signal_user(uid: int, number: int) -> None:
             _send(pid, number)
         return
     for _ in range(100):
-        stop_user(uid, 0.5)
-        found = processes_of(uid)
-        for pid in found:
-            _send(pid, signal.SIGKILL)
-        if not found:
+        if not processes_of(uid):
             return
+        stop_user(uid, 0.5)
+        for pid in processes_of(uid):
+            _send(pid, signal.SIGKILL)
         time.sleep(0.001)
 
 

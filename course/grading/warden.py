@@ -152,7 +152,7 @@ def remove_cgroups(work: Path) -> None:
 # ----------------------------------------------------------------------- disk budget
 DISK_BYTES = 256 * 2**20  # what one sandbox may hold on disk at once: its tree, its
 DISK_FILES = 10_000       # test's folders, its POSIX objects in /dev/shm
-POLL_SECONDS = 0.05  # how often a running sandbox's disk use is measured
+POLL_SECONDS = 0.05  # a running sandbox's disk use is measured after each such run time
 
 
 def usage(folders: list[int], uid: int | None) -> tuple[int, int]:
@@ -292,6 +292,7 @@ class Running:
     cgroup: Path | None
     channel: socket.socket
     ended: str | None = None  # why the warden ended it (over its disk budget)
+    unmeasured: float = 0.0  # seconds it ran since its disk use was last measured
 
 
 def serve(channel: socket.socket, seat: Seat) -> None:
@@ -403,11 +404,14 @@ def relay(seat: Seat, tree: str, running: Running, message: bytes, folders: list
             for fd in fds:
                 give(fd, user, {seat.judge.uid if seat.judge.sealed else os.geteuid()})
         if running.ended is None:
+            started = time.monotonic()
             go(running)
             reply = exchange(running, message, [tree_fd, *fds], judge)
             stop(running)
-            if running.ended is None:
+            running.unmeasured += time.monotonic() - started
+            if running.ended is None and running.unmeasured >= POLL_SECONDS:
                 running.ended = over_budget([tree_fd, *fds], user.uid)
+                running.unmeasured = 0.0
             if running.ended is not None:
                 end(running)
         for fd in fds:
@@ -446,6 +450,7 @@ def exchange(running: Running, message: bytes, folders: list[int],
             return None
         if channel not in ready:
             running.ended = over_budget(folders, running.user.uid)
+            running.unmeasured = 0.0
             if running.ended is not None:
                 return None
             continue
