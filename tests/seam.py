@@ -32,6 +32,7 @@ import importlib
 import io
 import json
 import math
+import os
 import struct
 import sys
 import traceback
@@ -389,13 +390,18 @@ def _student_traceback(error: BaseException) -> str:
 
 
 def serve(channel) -> None:
-    """Answer requests on channel (a connected socket) until it closes."""
-    server = Server()
+    """Answer requests on channel (a connected socket) until it closes. A process the code
+    under test forked that returns from its call into this loop (a child without os._exit)
+    ends there: only the server itself answers and reads the next request."""
+    server, pid = Server(), os.getpid()
     while True:
         message = receive(channel)
         if message is None:
             return
-        send(channel, server.answer(message))
+        reply = server.answer(message)
+        if os.getpid() != pid:
+            os._exit(0)
+        send(channel, reply)
 
 
 def send(channel, message: bytes) -> None:

@@ -84,6 +84,7 @@ from course.grading.users import (
     Sandbox,
     kill_spawned,
     make_tree,
+    release,
     sandbox_pool,
     sandbox_user,
 )
@@ -129,6 +130,8 @@ class Grader:
 
     def close(self) -> None:
         self.zygote.close()
+        release([user for pool in self.sandboxes for user in pool] + self.judges
+                + [self.reader])
 
 
 # ----------------------------------------------------------------------------- stages

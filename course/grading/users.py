@@ -71,6 +71,16 @@ def sandbox_user(base: str = SANDBOX_USER) -> Sandbox:
                        "on this machine")
 
 
+def release(users: list[Sandbox]) -> None:
+    """Give back users this grader reserved (their locks), for another grader to take."""
+    for user in users:
+        if user.lock is not None:
+            try:
+                os.close(user.lock)
+            except OSError:
+                pass
+
+
 def sandbox_pool(size: int = POOL) -> list[Sandbox]:
     """size sandbox users of this grader's own, for one judge: its tests' sandboxes take
     them in turn, so that no sandbox can signal, trace or read what the test before it left

@@ -27,6 +27,7 @@ from course.grading.users import (
     give,
     open_folder,
     processes_of,
+    release,
     remove_tree,
     sandbox_pool,
     sandbox_user,
@@ -44,15 +45,20 @@ import os, time
 
 
 def start_forker(log):
-    """A helper in its own session that forks and exits in a loop, writing the time."""
+    """A helper in its own session that writes the time every 2 ms and every 10 ms forks
+    and exits (a new pid each time, slowly enough that its zombies, which the sandbox's
+    first process does not reap, stay under the process limit for a second)."""
     if os.fork() == 0:
-        os.setsid()
-        while True:
-            if os.fork():
-                os._exit(0)
-            with open(log, "a") as out:
-                out.write(f"{time.monotonic()}\\n")
-            time.sleep(0.002)
+        try:
+            os.setsid()
+            for step in range(10**9):
+                if step % 5 == 0 and os.fork():
+                    os._exit(0)
+                with open(log, "a") as out:
+                    out.write(f"{time.monotonic()}\\n")
+                time.sleep(0.002)
+        finally:
+            os._exit(0)
 
 
 def run_for(seconds):
@@ -122,8 +128,8 @@ def transport(request, monkeypatch):
     work.mkdir(mode=0o711)
     (work / "pytest").mkdir(mode=0o711)
     zygote = Zygote(root)
-    judge = sandbox_user(JUDGE_USER)
-    seat = {"pool": [[user.uid, user.gid] for user in sandbox_pool(1)],
+    judge, pool = sandbox_user(JUDGE_USER), sandbox_pool(1)
+    seat = {"pool": [[user.uid, user.gid] for user in pool],
             "judge": [judge.uid, judge.gid], "template": str(template), "work": str(work),
             "basetemp": str(work / "pytest")}
     warden = warden_module.Warden(seat, zygote.path)
@@ -149,12 +155,16 @@ def probe(transport, monkeypatch):
 def test_a_process_that_forks_in_a_loop_does_not_run_between_calls(transport, probe):
     log = f"{transport.tree}/tmp/forker.log"
     probe.start_forker(log)
-    stopped_at = probe.run_for(0.3)  # a call's own time: the helper writes
+    probe.run_for(0.3)  # a call's own time: the helper writes
+    stopped_at = time.monotonic()  # the call returned: the sandbox was stopped (one clock)
     time.sleep(1.0)  # between two calls: the helper must not run
-    resumed_at = probe.run_for(0)
+    resumed_at = time.monotonic()
+    probe.run_for(0.2)  # the helper runs again
     written = probe.times(log)
-    between = [t for t in written if stopped_at + 0.1 < t < resumed_at - 0.05]
+    between = [t for t in written if stopped_at < t < resumed_at]
     assert len([t for t in written if t < stopped_at]) > 10, "the helper never ran"
+    assert len([t for t in written if t > resumed_at]) > 10, (
+        "the helper did not live through the stop: the test shows nothing")
     assert between == [], (f"a helper that forks in a loop ran {len(between)} times while its "
                            "sandbox was stopped between two calls")
 
@@ -216,6 +226,7 @@ def test_roots_walks_are_not_redirected_by_swapped_links(tmp_path):
     attacker = pwd.getpwnam("nobody")
     other = sandbox_user(JUDGE_USER)
     area = Path(tempfile.mkdtemp(prefix="hw_swap_"))
+    release([other])  # only its uid is used here
     try:
         area.chmod(0o711)
         victim = area / "victim"

@@ -68,12 +68,13 @@ def test_the_reader_parses_as_a_sandbox_user_under_landlock_and_the_policy(monke
     """weights.main with torch.load replaced by a report of who runs it: by then the reader
     is a sandbox user with no capability, the syscall policy installed, and this repository
     out of its reach."""
-    from course.grading.users import sandbox_user
+    from course.grading.users import release, sandbox_user
 
     namespace = {"REPOSITORY_FILE": str(REPO_ROOT / "course" / "grading" / "rubric.py")}
     exec(REPORT, namespace)
     monkeypatch.setattr(weights.torch, "load", namespace["report"])
     user = sandbox_user()
+    release([user])  # only its uid is used here
     ours, theirs = socket.socketpair()
     pid = os.fork()
     if pid == 0:
