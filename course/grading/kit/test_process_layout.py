@@ -23,7 +23,8 @@ ZYGOTE_MAY_IMPORT = {"course", "course.grading", "course.grading.judge",
                      "course.grading.sandbox", "course.grading.users",
                      "course.grading.warden",
                      "course.grading.zygote", "course.grading.paths",
-                     "course.grading.syscalls", "course.grading.landlock"}
+                     "course.grading.syscalls", "course.grading.landlock",
+                     "course.grading.weights"}
 
 
 def grading_imports(name: str) -> set[str]:
