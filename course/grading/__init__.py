@@ -19,6 +19,9 @@ By process (each file's first lines say which runs it):
   a judge's warden
     warden.py     the root process beside a judge: a test's sandbox tree, its cgroup, the
                   stop between calls and the cleanup, on the judge's request
+  a weights reader
+    weights.py    one archive of a submission's weights parsed as a sandbox user, for the
+                  recomputation (data back, nothing unpickled)
   a sandbox
     sandbox.py    limits and isolation, then the seam's server (tests/seam.py)
     landlock.py   its file-system scope (Landlock)

@@ -264,3 +264,14 @@ def test_roots_walks_are_not_redirected_by_swapped_links(tmp_path):
             "scrub left a link in the lent folder")
     finally:
         remove_tree(area)
+
+
+def test_the_instructions_state_the_disk_budget():
+    """INSTRUCTORS.md's numbers for a sandbox's disk are the warden's and the sandbox's."""
+    from course.grading.sandbox import MAX_FILE_BYTES
+
+    text = " ".join((REPO_ROOT / "course" / "INSTRUCTORS.md").read_text().split())
+    stated = (f"A sandbox may hold {warden_module.DISK_BYTES >> 20} MiB and "
+              f"{warden_module.DISK_FILES:,} files and folders on disk at once")
+    assert stated in text, f"INSTRUCTORS.md should say: {stated}"
+    assert f"no file over {MAX_FILE_BYTES >> 20} MiB" in text
