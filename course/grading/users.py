@@ -367,10 +367,11 @@ def kill_spawned(work: Path, pool: list[Sandbox]) -> None:
 
 
 def processes_of(uid: int) -> dict[int, bool]:
-    """{pid: whether it may still run} for every process whose real, effective or saved
-    user is uid, from /proc/PID/status (a process /proc shows as root's, one that is not
-    dumpable, still says its users there). A process may run unless every thread of it is
-    stopped (T, t) or dead (Z, X): a leader that exited can leave threads running."""
+    """{pid: whether it may still run} for every live process whose real, effective or
+    saved user is uid, from /proc/PID/status (a process /proc shows as root's, one that is
+    not dumpable, still says its users there). A process may run unless it is stopped (T,
+    t); a dead one (Z, X: a zombie its parent has not reaped yet) is left out unless some
+    thread of it lives on (a leader that exited can leave threads running)."""
     found = {}
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit():
@@ -384,11 +385,14 @@ def processes_of(uid: int) -> dict[int, bool]:
         fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
         if uid not in [int(u) for u in fields.get("Uid", "").split()[:3]]:
             continue
-        state = fields.get("State", "").split()[:1]
-        found[int(entry.name)] = state[0] not in "TtZX" if state else True
-        if state and state[0] in "ZX":  # its threads may live on
-            found[int(entry.name)] = any(_thread_runs(entry.name, tid) for tid in
-                                         _entries_of(f"/proc/{entry.name}/task"))
+        state = (fields.get("State", "").split() or ["R"])[0]
+        if state in "ZX":  # its threads may live on
+            states = [_thread_state(entry.name, tid)
+                      for tid in _entries_of(f"/proc/{entry.name}/task")]
+            if any(s not in "ZX" for s in states):
+                found[int(entry.name)] = any(s not in "TtZX" for s in states)
+            continue
+        found[int(entry.name)] = state not in "Tt"
     return found
 
 
@@ -399,12 +403,13 @@ def _entries_of(folder: str) -> list[str]:
         return []
 
 
-def _thread_runs(pid: str, tid: str) -> bool:
+def _thread_state(pid: str, tid: str) -> str:
+    """A thread's state letter (R, S, D, T, t, Z, X ...); X if it is gone."""
     try:
         stat_line = Path(f"/proc/{pid}/task/{tid}/stat").read_text()
     except OSError:
-        return False
-    return stat_line.rsplit(")", 1)[-1].split()[0] not in "TtZX"
+        return "X"
+    return (stat_line.rsplit(")", 1)[-1].split() or ["X"])[0]
 
 
 def _send(pid: int, number: int) -> None:

@@ -199,7 +199,7 @@ def sandbox_env(tree: str) -> dict:
 
 class Warden:
     """The judge's handle on its warden: one request and its reply per call, each a JSON
-    line followed by the raw bytes it announces ("bytes": n)."""
+    header and the bytes it carries (framed: write_message, read_message)."""
 
     def __init__(self, seat: dict, zygote: str):
         ours, theirs = socket.socketpair()
@@ -221,28 +221,39 @@ class Warden:
         whole even if the test's time limit strikes meanwhile."""
         while self.pending:
             self.pending -= 1
-            _read_reply(self.channel)
-        header = {"op": op, **args, **({"bytes": len(payload)} if payload is not None else {})}
-        data = (json.dumps(header) + "\n").encode() + (payload or b"")
+            read_message(self.channel)
         blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM})
         try:
-            self.channel.sendall(data)
+            write_message(self.channel, {"op": op, **args}, payload)
         finally:
             signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
         self.pending += 1
-        reply = _read_reply(self.channel)
+        reply = read_message(self.channel)
         self.pending -= 1
         return reply
 
 
-def _read_line(channel: socket.socket) -> bytes:
-    line = bytearray()
-    while not line.endswith(b"\n"):
-        chunk = channel.recv(1)
-        if not chunk:
-            raise RuntimeError("the judge's warden ended")
-        line += chunk
-    return bytes(line)
+FRAME = struct.Struct("<QQ")  # the header's length, the payload's length + 1 (0: none)
+
+
+def write_message(channel: socket.socket, header: dict, payload: bytes | None) -> None:
+    head = json.dumps(header).encode()
+    size = 0 if payload is None else len(payload) + 1
+    channel.sendall(FRAME.pack(len(head), size) + head + (payload or b""))
+
+
+def read_message(channel: socket.socket) -> tuple[dict, bytes | None]:
+    """(header, payload or None) of the next message; RuntimeError if the other side
+    ended."""
+    frame = _read_exactly(channel, FRAME.size)
+    if frame is None:
+        raise RuntimeError("the judge's warden ended")
+    head_size, size = FRAME.unpack(frame)
+    head = _read_exactly(channel, head_size)
+    payload = _read_exactly(channel, size - 1) if size else None
+    if head is None or (size and payload is None):
+        raise RuntimeError("the judge's warden ended")
+    return json.loads(head), payload
 
 
 def _read_exactly(channel: socket.socket, size: int) -> bytes | None:
@@ -254,16 +265,6 @@ def _read_exactly(channel: socket.socket, size: int) -> bytes | None:
         chunks.append(chunk)
         left -= len(chunk)
     return b"".join(chunks)
-
-
-def _read_reply(channel: socket.socket) -> tuple[dict, bytes | None]:
-    reply = json.loads(_read_line(channel))
-    if "bytes" not in reply:
-        return reply, None
-    payload = _read_exactly(channel, int(reply["bytes"]))
-    if payload is None:
-        raise RuntimeError("the judge's warden ended")
-    return reply, payload
 
 
 class Seat:
@@ -299,28 +300,14 @@ def serve(channel: socket.socket, seat: Seat) -> None:
     """The warden's loop: one request, one reply, until the judge closes its end."""
     while True:
         try:
-            request = json.loads(_read_line(channel))
-            payload = None
-            if "bytes" in request:
-                payload = _read_exactly(channel, int(request["bytes"]))
-                if payload is None:
-                    return
+            request, payload = read_message(channel)
         except RuntimeError:
             return
-        except ValueError as err:
-            _reply(channel, {"error": f"ValueError: {err}"})
-            continue
         try:
             reply, data = handle(request, payload, seat, channel)
         except (ValueError, KeyError, TypeError, IndexError, OSError) as err:
             reply, data = {"error": f"{type(err).__name__}: {err}"}, None
-        _reply(channel, reply, data)
-
-
-def _reply(channel: socket.socket, reply: dict, data: bytes | None = None) -> None:
-    if data is not None:
-        reply = {**reply, "bytes": len(data)}
-    channel.sendall((json.dumps(reply) + "\n").encode() + (data or b""))
+        write_message(channel, reply, data)
 
 
 def handle(request: dict, payload: bytes | None, seat: Seat,
