@@ -3,7 +3,8 @@
 The reference solution rewritten the ways students write correct code (module constants of
 any expression, helpers before or after their users, decorators, a `__main__` block, debug
 prints, other encodings and line ends, a helper package, a data file read through
-Path(__file__).parent, a helper in the given, empty problem1/__init__.py, ...). Every
+Path(__file__).parent, a helper in the given, empty problem1/__init__.py, a DataLoader with
+worker processes, ...). Every
 rewrite is applied at once, to the files named, so one submission carries them all: local
 `pytest` must pass in the handout filled with it, `make submission` must name none of it,
 and the grader must give it exactly the reference's code points. A given function edited
@@ -123,6 +124,18 @@ IDIOMS = [
                        "    return (_CONSTANTS['base'] ** -steps).float()\n")(
          before_first_def(t, "import json\nfrom pathlib import Path\n\n_CONSTANTS = json.loads("
                              "(Path(__file__).parent / 'constants.json').read_text())\n\n\n"))),
+    ("a DataLoader with worker processes, used in a solution", "problem2/train.py",
+     lambda t: replace("    for start in range(0, tokens.shape[0], batch_size):\n"
+                       "        logits = model(tokens[start:start + batch_size])\n"
+                       "        batch_loss, batch_correct, batch_count = loss_and_correct(\n"
+                       "            logits, targets[start:start + batch_size])\n",
+                       "    loader = DataLoader(TensorDataset(tokens, targets), "
+                       "batch_size=batch_size, num_workers=2)\n"
+                       "    for batch_tokens, batch_targets in loader:\n"
+                       "        logits = model(batch_tokens)\n"
+                       "        batch_loss, batch_correct, batch_count = loss_and_correct(\n"
+                       "            logits, batch_targets)\n")(
+         before_first_def(t, "from torch.utils.data import DataLoader, TensorDataset\n\n\n"))),
     ("a helper written into the given, empty problem1/__init__.py", "problem1/dataset.py",
      lambda t: replace("        return len(self.src)\n", "        return count_rows(self.src)\n")(
          before_first_def(t, "from problem1 import count_rows\n\n\n"))),

@@ -96,3 +96,14 @@ def test_the_cluster_path_trains_nothing_here_and_says_so_first():
                 and "echo" not in line]
     assert any("course.tools.cluster seeds --wait" in line for line in commands)
     assert "trains nothing on this machine, which its first\nline says" in INSTRUCTORS
+
+
+def test_the_students_readme_counts_the_weights_the_grader_needs():
+    """The root README's file map says how many weight files git keeps: the grader's."""
+    from course.grading.handout import graded_weights
+
+    words = {10: "ten", 11: "eleven", 12: "twelve"}
+    count = len(graded_weights())
+    student_readme = flat((REPO_ROOT / "README.md").read_text())
+    assert f"git ignores all but the {words.get(count, count)} the grader needs" in \
+        student_readme, f"README.md's file map should say the {count} weight files"
