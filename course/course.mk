@@ -14,7 +14,7 @@
 #                           part's graded tests (course/grading/mutation.json; not in CI)
 #   make part-alone         each part filled alone earns all its points (2 minutes)
 #   make blast-radius       each mistake costs points in its own part only (MISTAKES.md)
-#   make grade-capsh        the grading suite again as root without CAP_SYS_ADMIN (root)
+#   make grade-capsh        the isolation tests again as root without CAP_SYS_ADMIN (root)
 #   make grade-container    the grading suite in a container as Gradescope runs one: podman,
 #                           runc, no writable cgroup fs (root; CI's third pass)
 #   make grade-limits       the grader in a small cgroup against resource attacks (root)
@@ -222,12 +222,15 @@ grade-limits:
 	$(PY) -m course.tools.grade_limits
 
 # the grading suite, which `pytest course` runs as root with namespaces, in the two other
-# modes a grader meets: root without CAP_SYS_ADMIN (capsh), and a container without a
-# writable cgroup fs (Gradescope's: course/tools/container.py)
-GRADING_SUITE := $(addprefix course/grading/kit/,test_grade_sealed.py test_sandbox_policy.py \
-  test_warden.py test_weights_reader.py test_honest_idioms.py test_part_alone.py)
+# modes a grader meets: root without CAP_SYS_ADMIN (capsh: the isolation tests), and a
+# container without a writable cgroup fs (Gradescope's, course/tools/container.py: the
+# isolation tests and correct code's points)
+GRADING_ISOLATION := $(addprefix course/grading/kit/,test_grade_sealed.py \
+  test_sandbox_policy.py test_warden.py test_weights_reader.py)
+GRADING_SUITE := $(GRADING_ISOLATION) $(addprefix course/grading/kit/,test_honest_idioms.py \
+  test_part_alone.py)
 grade-capsh:
-	capsh --drop=cap_sys_admin -- -c "$(PY) -m pytest -q -p no:cacheprovider $(GRADING_SUITE)"
+	capsh --drop=cap_sys_admin -- -c "$(PY) -m pytest -q -p no:cacheprovider $(GRADING_ISOLATION)"
 grade-container:
 	$(PY) -m course.tools.container -- $(PY) -m pytest -q -p no:cacheprovider $(GRADING_SUITE)
 

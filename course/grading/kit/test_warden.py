@@ -45,20 +45,29 @@ import os, time
 
 
 def start_forker(log):
-    """A helper in its own session that writes the time every 2 ms and every 10 ms forks
+    """A helper in its own session that writes the time every 2 ms and every 20 ms forks
     and exits (a new pid each time, slowly enough that its zombies, which the sandbox's
-    first process does not reap, stay under the process limit for a second)."""
+    first process does not reap, stay under the process limit for a second); why it ended,
+    if it did, in log + ".end"."""
     if os.fork() == 0:
         try:
             os.setsid()
             for step in range(10**9):
-                if step % 5 == 0 and os.fork():
+                if step % 10 == 0 and os.fork():
                     os._exit(0)
                 with open(log, "a") as out:
                     out.write(f"{time.monotonic()}\\n")
                 time.sleep(0.002)
+        except BaseException as error:
+            with open(log + ".end", "w") as out:
+                out.write(repr(error))
         finally:
             os._exit(0)
+
+
+def ended(log):
+    """Why the helper ended ("" while it runs)."""
+    return open(log + ".end").read() if os.path.exists(log + ".end") else ""
 
 
 def run_for(seconds):
@@ -164,7 +173,8 @@ def test_a_process_that_forks_in_a_loop_does_not_run_between_calls(transport, pr
     between = [t for t in written if stopped_at < t < resumed_at]
     assert len([t for t in written if t < stopped_at]) > 10, "the helper never ran"
     assert len([t for t in written if t > resumed_at]) > 10, (
-        "the helper did not live through the stop: the test shows nothing")
+        f"the helper did not live through the stop ({probe.ended(log) or 'killed'}): the "
+        "test shows nothing")
     assert between == [], (f"a helper that forks in a loop ran {len(between)} times while its "
                            "sandbox was stopped between two calls")
 
