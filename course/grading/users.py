@@ -1,10 +1,12 @@
 """The sandbox users, their trees and what they leave behind: who a sandbox runs as, the
 folders it works in, and the cleanup after it.
 
-Runs in the grader (a user reserved per job, the trees written, every process of the user
-killed after a judge) and in the judges (a test's tree given to the user, its processes
-signalled, its files removed after the test). World-writable folders are found once, in the
-zygote (course/grading/zygote.py), which every sandbox and judge inherits the list from.
+Runs in the grader (the users reserved and given back, the trees written, every process of
+a user killed after a judge that died) and in the judges' wardens (course/grading/warden.py:
+a test's tree and folders given to its user and back through file descriptors, its processes
+stopped, continued and killed, its files and System V objects removed after the test).
+World-writable folders are found once, in the zygote (course/grading/zygote.py), which every
+sandbox and warden inherits the list from.
 """
 
 import ctypes
@@ -219,9 +221,9 @@ def scrub(folder: int) -> None:
 
 def remove_entry(parent: int, name: str) -> None:
     """Remove the entry name of the open folder parent, whatever a sandbox did to it
-    (links, modes, any depth): a folder is emptied level by level, each level's folders
-    moved up beside it first, so that no walk holds more than two descriptors or follows a
-    link."""
+    (links, modes, any depth): a folder is emptied level by level, the folders inside each
+    of its folders moved up into it first, so that no walk holds more than two descriptors
+    or follows a link."""
     try:
         info = os.stat(name, dir_fd=parent, follow_symlinks=False)
     except OSError:
