@@ -111,6 +111,18 @@ IDIOMS = [
             "        self.reason = reason\n")),
     ("a comment and blank lines moved", "problem3/model.py",
      lambda t: after_docstring(t, "\n# a student's note: the Block follows the spec.\n\n")),
+    ("a DataLoader with worker processes, used in a solution", "problem2/train.py",
+     lambda t: replace("    for start in range(0, tokens.shape[0], batch_size):\n"
+                       "        logits = model(tokens[start:start + batch_size])\n"
+                       "        batch_loss, batch_correct, batch_count = loss_and_correct(\n"
+                       "            logits, targets[start:start + batch_size])\n",
+                       "    loader = DataLoader(TensorDataset(tokens, targets), "
+                       "batch_size=batch_size, num_workers=2)\n"
+                       "    for batch_tokens, batch_targets in loader:\n"
+                       "        logits = model(batch_tokens)\n"
+                       "        batch_loss, batch_correct, batch_count = loss_and_correct(\n"
+                       "            logits, batch_targets)\n")(
+         before_first_def(t, "from torch.utils.data import DataLoader, TensorDataset\n\n\n"))),
     # kinds of files beside the solution (FILES holds them)
     ("a helper package with a submodule and a relative import, used in a solution",
      "problem1/attention.py",
@@ -124,18 +136,6 @@ IDIOMS = [
                        "    return (_CONSTANTS['base'] ** -steps).float()\n")(
          before_first_def(t, "import json\nfrom pathlib import Path\n\n_CONSTANTS = json.loads("
                              "(Path(__file__).parent / 'constants.json').read_text())\n\n\n"))),
-    ("a DataLoader with worker processes, used in a solution", "problem2/train.py",
-     lambda t: replace("    for start in range(0, tokens.shape[0], batch_size):\n"
-                       "        logits = model(tokens[start:start + batch_size])\n"
-                       "        batch_loss, batch_correct, batch_count = loss_and_correct(\n"
-                       "            logits, targets[start:start + batch_size])\n",
-                       "    loader = DataLoader(TensorDataset(tokens, targets), "
-                       "batch_size=batch_size, num_workers=2)\n"
-                       "    for batch_tokens, batch_targets in loader:\n"
-                       "        logits = model(batch_tokens)\n"
-                       "        batch_loss, batch_correct, batch_count = loss_and_correct(\n"
-                       "            logits, batch_targets)\n")(
-         before_first_def(t, "from torch.utils.data import DataLoader, TensorDataset\n\n\n"))),
     ("a helper written into the given, empty problem1/__init__.py", "problem1/dataset.py",
      lambda t: replace("        return len(self.src)\n", "        return count_rows(self.src)\n")(
          before_first_def(t, "from problem1 import count_rows\n\n\n"))),
@@ -153,10 +153,13 @@ FILES = {
 }
 # {an idiom's description: the FILES it uses}: each is graded alone too
 USES = {
-    IDIOMS[-3][0]: ["problem1/attn_utils/__init__.py", "problem1/attn_utils/heads.py"],
-    IDIOMS[-2][0]: ["problem2/constants.json"],
-    IDIOMS[-1][0]: ["problem1/__init__.py"],
+    "a helper package with a submodule and a relative import, used in a solution":
+        ["problem1/attn_utils/__init__.py", "problem1/attn_utils/heads.py"],
+    "a data file beside the solution, read through Path(__file__).parent":
+        ["problem2/constants.json"],
+    "a helper written into the given, empty problem1/__init__.py": ["problem1/__init__.py"],
 }
+assert set(USES) <= {idiom for idiom, _, _ in IDIOMS}, "USES names an idiom IDIOMS lacks"
 # (what a student's editor did, the file, text -> bytes)
 ENCODINGS = [
     ("a latin-1 encoding cookie and a latin-1 comment", "problem1/attention.py",
