@@ -21,6 +21,7 @@ import ctypes
 import functools
 import json
 import os
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -72,17 +73,19 @@ class Reporter:
         if report.skipped:
             self.failures.append("skipped (a graded test never skips)")
         elif report.failed:
-            self.failures.append(failure_text(report))
+            hidden = report.nodeid.startswith(HIDDEN_DIR + "/")
+            self.failures.append(failure_text(report, hidden))
 
     def pytest_runtest_logfinish(self, nodeid, location) -> None:
         self.send(event="end", node=nodeid, outcome="failed" if self.failures else "passed",
                   output="\n".join(self.failures)[:MAX_OUTPUT])
 
 
-def failure_text(report) -> str:
+def failure_text(report, hidden: bool = False) -> str:
     """A failed test's output for the student: the error's own message first (a graded
     test's assertion says what was expected and the likely mistake), then pytest's report,
-    cut to its end if long."""
+    cut to its end if long. A hidden test's output is its message alone, with no path of
+    the grader's: pytest's report would show the hidden test's code and lines."""
     text = report.longreprtext
     if "Failed: Timeout" in text:  # pytest-timeout's own message
         first = ("this test ran over its time limit (an endless loop, or a far too slow "
@@ -90,8 +93,15 @@ def failure_text(report) -> str:
     else:
         first = getattr(getattr(report.longrepr, "reprcrash", None), "message", "") or ""
     first = first[:MESSAGE_CHARS]
+    if hidden:
+        return GRADER_PATH.sub("", first) or "this hidden test failed"
     rest = text if len(text) <= OUTPUT_CHARS else "...\n" + text[-OUTPUT_CHARS:]
     return f"{first}\n\n{rest}" if first else rest
+
+
+# the grader's folders in a path (a judge's tree, a sandbox's tree): a hidden test's output
+# names a file by its place in the submission only
+GRADER_PATH = re.compile(r"/\S*?/(?:judge|sandbox)-[\w-]+/")
 
 
 class SeamTransport:

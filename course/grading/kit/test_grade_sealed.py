@@ -227,3 +227,13 @@ def test_a_failure_shows_its_message_first(graded):
     outputs = [t["output"] for t in graded["handout"]["tests"] if t["tags"] == ["p1a"]]
     late = [o[:300] for o in outputs if "NotImplementedError" not in o.split("\n")[0]]
     assert outputs and not late, late[:2]
+
+
+def test_a_hidden_failure_shows_its_message_only(graded):
+    """After publication a student reads a hidden test's failure: its message, with no path
+    of the grader's (a judge's or sandbox's tree) and none of the hidden test's code."""
+    outputs = [t["output"] for t in graded["handout"]["tests"]
+               if t["tags"] == ["p1a"] and t["visibility"] == "after_published"]
+    shown = [o[:300] for o in outputs if any(
+        mark in o for mark in ("/sandbox-", "/judge-", "test_hidden_", "def test_", "grade_"))]
+    assert outputs and not shown, shown[:2]
