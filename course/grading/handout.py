@@ -30,79 +30,31 @@ from pathlib import Path
 
 from provided.common import REPO_ROOT, ArgumentParser, fail, script
 
-BEGIN = re.compile(r"^(\s*)# BEGIN SOLUTION\s*$")
-END = re.compile(r"^\s*# END SOLUTION\s*$")
+# the handout's own reading of solution regions and given code (provided/given.py, which
+# students have too), used here and re-exported to the grader's modules
+from provided.given import (  # noqa: F401
+    BEGIN,
+    CODING_COOKIE,
+    END,
+    _add_definition,
+    _after_docstring,
+    _before_main_guard,
+    _reindent,
+    _span,
+    definitions,
+    graded_source,
+    read_source,
+    region_functions,
+    source_lines,
+    strip_solutions,
+)
+
 # the handout is the repository without these: the course's folder and the reference results
 EXCLUDED = re.compile(r"^(course/|problem\d/results/)")
 SOLUTION_FILE = re.compile(r"^problem\d/[^/]+\.py$")
 
 
 # --------------------------------------------------------------------- solution regions
-def source_lines(source: str) -> list[str]:
-    """source's lines with their ends, split where Python's tokenizer splits them (at
-    newlines only: str.splitlines also splits at form feeds, U+2028 and others, which would
-    put the line numbers of ast out of step)."""
-    normal = source.replace("\r\n", "\n").replace("\r", "\n")
-    parts = normal.split("\n")
-    return [part + "\n" for part in parts[:-1]] + ([parts[-1]] if parts[-1] else [])
-
-
-def strip_solutions(source: str, name: str = "<source>") -> str:
-    """source with each solution region replaced by one `raise NotImplementedError` line."""
-    out, indent = [], None
-    for number, line in enumerate(source_lines(source), start=1):
-        begin = BEGIN.match(line)
-        if begin:
-            if indent is not None:
-                raise ValueError(f"{name}:{number}: BEGIN SOLUTION inside another region")
-            indent = begin.group(1)
-            out.append(f'{indent}raise NotImplementedError("your solution here")\n')
-        elif END.match(line):
-            if indent is None:
-                raise ValueError(f"{name}:{number}: END SOLUTION without BEGIN SOLUTION")
-            indent = None
-        elif indent is None:
-            out.append(line)
-    if indent is not None:
-        raise ValueError(f"{name}: a BEGIN SOLUTION region is never closed")
-    return "".join(out)
-
-
-def definitions(tree: ast.Module) -> dict[str, ast.AST]:
-    """{qualified name: node} of the functions and classes of a module, methods included
-    ('MultiHeadAttention.forward')."""
-    found = {}
-
-    def walk(node, prefix: str) -> None:
-        for child in ast.iter_child_nodes(node):
-            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                found[prefix + child.name] = child
-                if isinstance(child, ast.ClassDef):
-                    walk(child, f"{prefix}{child.name}.")
-    walk(tree, "")
-    return found
-
-
-def region_functions(source: str) -> list[str]:
-    """Qualified names of the functions that hold a solution region, in file order."""
-    lines = [number for number, line in enumerate(source_lines(source), start=1)
-             if BEGIN.match(line)]
-    return [name for name, node in definitions(ast.parse(source)).items()
-            if not isinstance(node, ast.ClassDef)
-            and any(node.lineno <= line <= node.end_lineno for line in lines)]
-
-
-def _span(node: ast.AST) -> tuple[int, int]:
-    """(first line, last line), 1-based and inclusive, decorators included."""
-    first = min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", []))])
-    return first, node.end_lineno
-
-
-def _reindent(lines: list[str], indent: str) -> list[str]:
-    """lines moved to the indentation `indent` (their first line sets the current one)."""
-    current = re.match(r"\s*", lines[0]).group(0)
-    return [indent + line[len(current):] if line.startswith(current) else line
-            for line in lines]
 
 
 def splice(target: str, donor: str, names) -> str:
@@ -140,18 +92,6 @@ def splice(target: str, donor: str, names) -> str:
     return _after_docstring(body, "".join(imports))
 
 
-def _before_main_guard(source: str, text: str) -> str:
-    """source with text inserted before its `if __name__ == "__main__":` block (so that a
-    script finds the helpers when it runs), or at its end."""
-    if not text:
-        return source
-    for node in ast.parse(source).body:
-        if isinstance(node, ast.If) and "__main__" in ast.unparse(node.test):
-            lines = source_lines(source)
-            return "".join(lines[:node.lineno - 1]) + text + "".join(lines[node.lineno - 1:])
-    return source.rstrip("\n") + "\n\n\n" + text.rstrip("\n") + "\n"
-
-
 def _runs_nothing(node: ast.AST) -> bool:
     """Whether a top-level statement the splice brings along runs no code at import: a
     function or class definition, or a constant whose value is a literal."""
@@ -180,101 +120,7 @@ def _top_level_names(node: ast.AST) -> set[str]:
     return set()
 
 
-def _after_docstring(source: str, text: str) -> str:
-    """source with text inserted after its module docstring and __future__ imports."""
-    if not text:
-        return source
-    tree = ast.parse(source)
-    line = 0
-    for node in tree.body:
-        is_doc = (isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
-                  and isinstance(node.value.value, str))
-        is_future = isinstance(node, ast.ImportFrom) and node.module == "__future__"
-        if (is_doc and node is tree.body[0]) or is_future:
-            line = node.end_lineno
-        else:
-            break
-    lines = source_lines(source)
-    return "".join(lines[:line]) + text + "".join(lines[line:])
-
-
 # ------------------------------------------------------------ a submission's file, graded
-CODING_COOKIE = re.compile(r"^[ \t\f]*#.*?coding[:=][ \t]*[-\w.]+")
-
-
-def read_source(data: bytes) -> str:
-    """A Python file's bytes decoded as Python decodes them: a BOM, a PEP 263 encoding
-    cookie, CRLF or CR line ends. The cookie (on line 1 or 2) is rewritten to utf-8, the
-    encoding the grader writes the file in, so that every line keeps its number.
-    SyntaxError or UnicodeDecodeError where Python would refuse the file."""
-    import importlib.util
-
-    text = importlib.util.decode_source(data)
-    lines = source_lines(text)
-    for number in range(min(2, len(lines))):
-        if CODING_COOKIE.match(lines[number]):
-            lines[number] = "# -*- coding: utf-8 -*-\n"
-            break
-        if not lines[number].lstrip().startswith("#") and lines[number].strip():
-            break
-    return "".join(lines)
-
-
-def graded_source(student: str, handout: str, regions) -> str:
-    """The file the grader runs for a submission's solution file: the student's file as it
-    is, every top-level statement in its own order (imports, constants of any expression,
-    helpers, decorators, the `__main__` block), with the *given* code put back as the
-    handout has it. Given code is each function, method and class of the handout that
-    holds no solution region (regions: the qualified names of those that do): where the
-    student's file defines it, the handout's text replaces it. A definition of the handout
-    the file lacks, given or a solution's stub (raising NotImplementedError), is added (a
-    method at the end of its class, anything else before the `__main__` block), and so are
-    the handout's imports the file lacks, after its docstring. So a file whose given code
-    is the handout's is graded exactly as written."""
-    student, handout = "".join(source_lines(student)), "".join(source_lines(handout))
-    ours, theirs = ast.parse(student), ast.parse(handout)
-    defined, given_defs = definitions(ours), definitions(theirs)
-    holds = {".".join(name.split(".")[:depth]) for name in regions
-             for depth in range(1, name.count(".") + 2)}  # a region's function, its classes
-    given = [name for name, node in given_defs.items() if name not in holds
-             and not any(name.startswith(outer + ".") for outer in given_defs
-                         if outer not in holds and isinstance(given_defs[outer], ast.ClassDef))]
-    lines, handout_lines = source_lines(student), source_lines(handout)
-    replaced = [n for n in given if n in defined]
-    for name in sorted(replaced, key=lambda n: -_span(defined[n])[0]):  # bottom up
-        start, end = _span(defined[name])
-        h_start, h_end = _span(given_defs[name])
-        indent = re.match(r"\s*", lines[start - 1]).group(0)
-        lines[start - 1:end] = _reindent(handout_lines[h_start - 1:h_end], indent)
-    body = "".join(lines)
-    for name, node in given_defs.items():  # what the file lacks: given code, or a stub
-        outer = name.rpartition(".")[0]
-        if name not in defined and (not outer or outer in defined):
-            start, end = _span(node)
-            body = _add_definition(body, name, "".join(handout_lines[start - 1:end]))
-    ours = ast.parse(body)
-    present = {ast.dump(node) for node in ours.body if isinstance(node, (ast.Import,
-                                                                         ast.ImportFrom))}
-    imports = [ast.get_source_segment(handout, node) + "\n" for node in theirs.body
-               if isinstance(node, (ast.Import, ast.ImportFrom)) and ast.dump(node) not in present
-               and getattr(node, "module", "") != "__future__"]
-    return _after_docstring(body, "".join(imports))
-
-
-def _add_definition(source: str, name: str, text: str) -> str:
-    """source with a definition it lacks added: a method (qualified name) at the end of its
-    class, where the class is there; anything else before the `__main__` block."""
-    outer, _, _ = name.rpartition(".")
-    found = definitions(ast.parse(source)).get(outer) if outer else None
-    if isinstance(found, ast.ClassDef):
-        lines = source_lines(source)
-        indent = re.match(r"\s*", lines[found.body[0].lineno - 1]).group(0)
-        added = _reindent(source_lines(text), indent)
-        if not lines[found.end_lineno - 1].endswith("\n"):
-            lines[found.end_lineno - 1] += "\n"
-        lines[found.end_lineno:found.end_lineno] = ["\n", *added]
-        return "".join(lines)
-    return _before_main_guard(source, "".join(_reindent(source_lines(text), "")) + "\n\n")
 
 
 def solution_files(repo: Path = REPO_ROOT) -> list[str]:
