@@ -150,7 +150,10 @@ def test_removing_a_head_removes_exactly_its_term_from_the_output():
     with torch.no_grad():
         out_after, _ = module(x, memory, memory)
     expected = out_before - head @ weight_before[:, cols].T
-    torch.testing.assert_close(out_after, expected, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(out_after, expected, atol=1e-5, rtol=1e-5, msg=lambda m: (
+        "removing head 2 must remove exactly its term head_2 W_o[:, 64:96]^T from the output "
+        "and change nothing else: are the output projection's columns of another head zeroed "
+        f"(rows instead of columns), or the bias removed too?\n{m}"))
 
 
 def test_mean_attention_maps_use_greedy_predictions():
@@ -163,6 +166,9 @@ def test_mean_attention_maps_use_greedy_predictions():
         predicted = twin.generate(src)
         tgt_in = torch.cat([torch.full((len(src), 1), BOS), predicted[:, :3]], dim=1)
         _, attention = twin(src, tgt_in)
-    torch.testing.assert_close(maps["decoder_cross"][1], attention["decoder_cross"][1].mean(0))
-    torch.testing.assert_close(maps["decoder_self"][0], attention["decoder_self"][0].mean(0))
-    torch.testing.assert_close(maps["encoder"][0], attention["encoder"][0].mean(0))
+    for name, layer in (("decoder_cross", 1), ("decoder_self", 0), ("encoder", 0)):
+        torch.testing.assert_close(
+            maps[name][layer], attention[name][layer].mean(0), msg=lambda m, name=name: (
+                f"the {name} map must be the attention the model paid while reading its own "
+                "greedy digits (tgt_in = BOS then the predictions), averaged over examples: is "
+                f"it taken on the true tgt_in (teacher forcing)?\n{m}"))

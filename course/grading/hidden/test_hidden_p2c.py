@@ -36,31 +36,42 @@ def test_rotary_frequencies_by_formula():
     assert rotary_frequencies(2).tolist() == [1.0]
     theta = rotary_frequencies(64)
     assert theta.shape == (32,) and theta.dtype == torch.float32
-    torch.testing.assert_close(theta, torch.tensor([10000 ** (-2 * i / 64) for i in range(32)]))
+    torch.testing.assert_close(
+        theta, torch.tensor([10000 ** (-2 * i / 64) for i in range(32)]), msg=lambda m: (
+            "rotary_frequencies(64) must be theta_i = 10000^(-2i/d) for i < d/2: is the "
+            f"exponent i/d, or are there d of them?\n{m}"))
 
 
 def test_apply_rotary_keeps_float64():
     x = torch.randn(3, 6, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
     out = apply_rotary(x, torch.tensor([2, 0, 9]))
     assert out.dtype == torch.float64 and out.shape == (3, 6)
-    torch.testing.assert_close(out, rotated(x, [2, 0, 9]), atol=1e-5, rtol=0)
+    torch.testing.assert_close(out, rotated(x, [2, 0, 9]), atol=1e-5, rtol=0, msg=lambda m: (
+        "apply_rotary on float64 must rotate each pair (x_2i, x_2i+1) by position * theta_i "
+        f"in float64 too: is the angle computed or applied in float32?\n{m}"))
 
 
 def test_apply_rotary_on_a_single_sequence_and_on_five_dimensions():
     g = torch.Generator().manual_seed(2)
     x = torch.randn(4, 8, generator=g)  # [T, d], no leading dimensions
     torch.testing.assert_close(apply_rotary(x, torch.tensor([7, 3, 0, 1])).double(),
-                               rotated(x, [7, 3, 0, 1]), atol=1e-5, rtol=0)
+                               rotated(x, [7, 3, 0, 1]), atol=1e-5, rtol=0, msg=lambda m: (
+        "apply_rotary on a [T, d] input (no batch dimension) must rotate row t by "
+        f"positions[t]: does it assume a leading batch dimension?\n{m}"))
     y = torch.randn(2, 1, 3, 2, 4, generator=g)
     torch.testing.assert_close(apply_rotary(y, torch.tensor([5, 6])).double(),
-                               rotated(y, [5, 6]), atol=1e-5, rtol=0)
+                               rotated(y, [5, 6]), atol=1e-5, rtol=0, msg=lambda m: (
+        "apply_rotary on a five-dimensional input must use the last two dimensions as [T, d] "
+        f"and broadcast over the rest: does it index dimension 1 or 2 for positions?\n{m}"))
 
 
 def test_apply_rotary_takes_float_positions():
     x = torch.randn(2, 3, 4, generator=torch.Generator().manual_seed(3))
     positions = [0.5, 2.25, 10.0]
     torch.testing.assert_close(apply_rotary(x, torch.tensor(positions)).double(),
-                               rotated(x, positions), atol=1e-5, rtol=0)
+                               rotated(x, positions), atol=1e-5, rtol=0, msg=lambda m: (
+        "apply_rotary must take fractional positions as they are (0.5 turns by half the "
+        f"angle of 1): are the positions rounded or cast to integers?\n{m}"))
 
 
 @pytest.fixture

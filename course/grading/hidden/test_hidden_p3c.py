@@ -93,7 +93,10 @@ def test_the_update_is_the_gradient_scaled_to_norm_at_most_one():
         assert float(head_norm) == pytest.approx(twin.head.weight.grad.norm().item(), rel=1e-5)
         for name, q in twin.named_parameters():
             torch.testing.assert_close(after[name], q - 0.5 * factor * q.grad, atol=1e-6,
-                                       rtol=1e-4, msg=f"{name} at head scale {scale}")
+                                       rtol=1e-4, msg=lambda m, name=name, scale=scale: (
+                f"train_step's update of {name} (head scale {scale}) must be SGD with the "
+                "gradient clipped to total norm 1 first: is the clip after the step, on each "
+                f"tensor alone, or is the given lr not set on the optimizer?\n{m}"))
     assert unclipped, "the test itself must reach a gradient below the clip norm"
 
 
