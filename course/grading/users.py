@@ -434,23 +434,25 @@ def _send(pid: int, number: int) -> None:
 
 
 STOP_SECONDS = 2.0  # how long stopping a user's processes may take
+STABLE_PASSES = 3  # passes over /proc in a row that must agree before a stop is done
 
 
 def stop_user(uid: int, seconds: float = STOP_SECONDS) -> bool:
-    """Stop every process of uid (SIGSTOP), passing over /proc until a pass finds none that
-    may run and the same processes as the pass before: a process that forks or exits in a
-    loop is caught once its last running copy is stopped. Whether that happened in time."""
-    previous, until = None, time.monotonic() + seconds
+    """Stop every process of uid (SIGSTOP), passing over /proc until STABLE_PASSES passes
+    in a row, a millisecond apart, find none that may run and the same processes: a process
+    that forks or exits in a loop is caught once its last running copy is stopped (a child
+    being forked can take a moment to show in /proc). Whether that happened in time."""
+    previous, stable, until = None, 0, time.monotonic() + seconds
     while time.monotonic() < until:
         found = processes_of(uid)
         running = [pid for pid, runs in found.items() if runs]
         for pid in running:
             _send(pid, signal.SIGSTOP)
-        if not running and set(found) == previous:
+        stable = stable + 1 if not running and set(found) == previous else 0
+        if stable >= STABLE_PASSES:
             return True
         previous = set(found)
-        if running:
-            time.sleep(0.0002)
+        time.sleep(0.001 if not running else 0.0002)
     return False
 
 
