@@ -17,6 +17,7 @@
 #   make grade-capsh        the isolation tests again as root without CAP_SYS_ADMIN (root)
 #   make grade-container    the grading suite in a container as Gradescope runs one: podman,
 #                           runc, no writable cgroup fs (root; CI's third pass)
+#   make test-course-host   the course's tests but those the container pass runs (CI)
 #   make grade-limits       the grader in a small cgroup against resource attacks (root)
 #   make grade-footprint    the reference graded in that cgroup, with its weights (root)
 #   make bands              the reference bands and the reports' generated tables
@@ -224,11 +225,18 @@ grade-limits:
 # the grading suite, which `pytest course` runs as root with namespaces, in the two other
 # modes a grader meets: root without CAP_SYS_ADMIN (capsh: the isolation tests), and a
 # container without a writable cgroup fs (Gradescope's, course/tools/container.py: the
-# isolation tests and correct code's points)
+# isolation tests, correct code's points and the grader's own behaviour there).
+# test-course-host: the course's tests but the container's own (GRADING_POINTS), which CI
+# runs beside `make grade-container` (the container has its own /tmp, network and IPC, and
+# shares the users' lock folder), then `make grade-capsh` (.ci/run)
 GRADING_ISOLATION := $(addprefix course/grading/kit/,test_grade_sealed.py \
   test_sandbox_policy.py test_warden.py test_weights_reader.py)
-GRADING_SUITE := $(GRADING_ISOLATION) $(addprefix course/grading/kit/,test_honest_idioms.py \
-  test_part_alone.py)
+GRADING_POINTS := $(addprefix course/grading/kit/,test_honest_idioms.py test_part_alone.py \
+  test_grade.py test_autograder.py test_class_report.py test_submission_check.py)
+GRADING_SUITE := $(GRADING_ISOLATION) $(GRADING_POINTS)
+.PHONY: test-course-host
+test-course-host:
+	$(PY) -m pytest course $(GRADING_POINTS:%=--ignore=%)
 grade-capsh:
 	capsh --drop=cap_sys_admin -- -c "$(PY) -m pytest -q -p no:cacheprovider $(GRADING_ISOLATION)"
 grade-container:

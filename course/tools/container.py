@@ -15,6 +15,12 @@ virtual environment), and its exit status is the tool's. The container first say
 got (capabilities, seccomp mode, writable cgroup mounts) and stops if that is more than
 Gradescope's container has.
 
+It may run while graders run on this machine (CI runs it beside `pytest course`): its /tmp
+and /var/tmp are its own, and it shares one folder, where graders lock the sandbox and judge
+users they take (course/grading/users.py), with every user made here first, so that a
+grader in the container and one outside never take the same uid (a grader signals and
+cleans up after every process and file of its users).
+
 podman's other runtime, crun, refuses a machine whose cgroups are mixed v1 and v2 (this
 project's CI machine), hence runc; ulimits above the machine's hard limits are refused.
 """
@@ -23,6 +29,14 @@ import os
 import shutil
 import subprocess
 
+from course.grading.users import (
+    JUDGE_USER,
+    SANDBOX_USER,
+    lock_folder,
+    lock_path,
+    make_user,
+    user_names,
+)
 from provided.common import REPO_ROOT, ArgumentParser, fail, script
 
 RUNC = "/usr/sbin/runc"
@@ -43,10 +57,22 @@ def podman_command(command: list[str]) -> list[str]:
     environment = [f"--env={name}={os.environ[name]}" for name in ("PATH", "VIRTUAL_ENV")
                    if name in os.environ]
     inner = CHECK + 'cd "$1" && shift && exec "$@"'
+    scratch = [f"--tmpfs={folder}:rw,exec,nosuid,nodev,mode=1777,notmpcopyup" for folder in ("/tmp",
+                                                                                "/var/tmp")]
     return ["podman", "--runtime", RUNC, "run", "--rm", "--network", "none",
             "--ulimit", "nofile=1024:1024", "--ulimit", "nproc=4096:4096",
-            *environment, f"--volume={REPO_ROOT}:{REPO_ROOT}", "--rootfs", "/:O",
+            *environment, *scratch, f"--volume={REPO_ROOT}:{REPO_ROOT}",
+            f"--volume={lock_path()}:{lock_path()}", "--rootfs", "/:O",
             "sh", "-c", inner, "sh", str(REPO_ROOT), *command]
+
+
+def make_users() -> None:
+    """Every sandbox and judge user a grader may take, made on this machine first (a
+    useradd in the container would write the container's own /etc/passwd, with uids this
+    machine may give other users), and the shared lock folder."""
+    for name in user_names(SANDBOX_USER) + user_names(JUDGE_USER):
+        make_user(name)
+    os.close(lock_folder())
 
 
 @script
@@ -59,6 +85,7 @@ def main(argv=None) -> int:
              "Gradescope's container runs the grader as root")
     if shutil.which("podman") is None or not os.path.exists(RUNC):
         fail("podman and runc are missing: apt-get install podman runc")
+    make_users()
     return subprocess.run(podman_command(args.command)).returncode
 
 

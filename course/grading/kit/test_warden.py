@@ -32,6 +32,7 @@ from course.grading.users import (
     sandbox_pool,
     sandbox_user,
     scrub,
+    sweep,
 )
 from course.grading.zygote import Zygote
 from provided.common import REPO_ROOT
@@ -55,14 +56,47 @@ def start_forker(log):
             for step in range(10**9):
                 if step % 10 == 0 and os.fork():
                     os._exit(0)
-                with open(log, "a") as out:
-                    out.write(f"{time.monotonic()}\\n")
+                write_time(log)
                 time.sleep(0.002)
         except BaseException as error:
             with open(log + ".end", "w") as out:
                 out.write(repr(error))
         finally:
             os._exit(0)
+
+
+def start_thread_forker(log):
+    """A helper in its own session whose three threads each fork a child that writes the
+    time and exits, reap it and fork the next: at almost any moment some thread is in
+    the middle of a fork while the others may already be stopped."""
+    import threading
+
+    def forks():
+        while True:
+            child = os.fork()
+            if child == 0:
+                write_time(log)
+                os._exit(0)
+            os.waitpid(child, 0)
+
+    if os.fork() == 0:
+        try:
+            os.setsid()
+            for _ in range(3):
+                threading.Thread(target=forks, daemon=True).start()
+            while True:
+                write_time(log)
+                time.sleep(0.002)
+        except BaseException as error:
+            with open(log + ".end", "w") as out:
+                out.write(repr(error))
+        finally:
+            os._exit(0)
+
+
+def write_time(log):
+    with open(log, "a") as out:
+        out.write(f"{time.monotonic()}\\n")
 
 
 def ended(log):
@@ -161,9 +195,13 @@ def probe(transport, monkeypatch):
     return seam.submission("probe")
 
 
-def test_a_process_that_forks_in_a_loop_does_not_run_between_calls(transport, probe):
+@pytest.mark.parametrize("helper", ["start_forker", "start_thread_forker"])
+def test_a_process_that_forks_in_a_loop_does_not_run_between_calls(transport, probe, helper):
+    """Neither a helper that forks and exits in a loop (a new pid each time) nor one whose
+    threads fork in a loop (a child made while its leader is already stopped) writes the
+    time while its sandbox is stopped between two calls."""
     log = f"{transport.tree}/tmp/forker.log"
-    probe.start_forker(log)
+    getattr(probe, helper)(log)
     probe.run_for(0.3)  # a call's own time: the helper writes
     stopped_at = time.monotonic()  # the call returned: the sandbox was stopped (one clock)
     time.sleep(1.0)  # between two calls: the helper must not run
@@ -285,3 +323,11 @@ def test_the_instructions_state_the_disk_budget():
               f"{warden_module.DISK_FILES:,} files and folders on disk at once")
     assert stated in text, f"INSTRUCTORS.md should say: {stated}"
     assert f"no file over {MAX_FILE_BYTES >> 20} MiB" in text
+
+
+def test_a_sweep_never_signals_roots_processes():
+    """sweep (the stop without a freezer) signals as the sandbox user: never as root or as
+    the grader's own user, where kill(-1) would reach the grader."""
+    for uid in {0, os.geteuid()}:
+        with pytest.raises(ValueError, match="no sweep"):
+            sweep(uid, 0)
