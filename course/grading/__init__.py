@@ -19,6 +19,9 @@ By process (each file's first lines say which runs it):
   a judge's warden
     warden.py     the root process beside a judge: a test's sandbox tree, its cgroup, the
                   stop between calls and the cleanup, on the judge's request
+  a sweep helper
+    stopper.py    signals every process of a sandbox user at once (kill(-1) as that user),
+                  for a warden's stop without a cgroup freezer and the grader's cleanup
   a weights reader
     weights.py    one archive of a submission's weights parsed as a sandbox user, for the
                   recomputation (data back, nothing unpickled)

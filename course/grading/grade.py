@@ -187,6 +187,14 @@ def runnable(kit: Kit, parts: list[str], reasons: dict) -> list[str]:
             if part not in reasons for node in kit.tests[part][which]]
 
 
+def test_groups(kit: Kit, parts: list[str]) -> dict:
+    """{node id: its group}: a part's public tests are a group, its hidden tests another;
+    a group's tests may take judges.GROUP_TESTS tests' time limits together."""
+    return {node: f"part {part} ({'public' if which == 'visible' else 'hidden'})"
+            for part in parts for which in ("visible", "hidden")
+            for node in kit.tests[part][which]}
+
+
 def run_judges(grader: Grader, judge_tree: Path, template: Path, nodes: list[str],
                budget: Budget, scratch: Path):
     """Run nodes in judges, one per pool of sandbox users, side by side (node i in judge i mod
@@ -195,8 +203,9 @@ def run_judges(grader: Grader, judge_tree: Path, template: Path, nodes: list[str
     jobs = len(grader.sandboxes)
     arrived = queue.Queue()
     with ThreadPoolExecutor(max_workers=jobs) as pool:
+        groups = test_groups(grader.kit, list(grader.kit.tests))
         futures = [pool.submit(judge_share, grader, index, nodes[index::jobs], judge_tree,
-                               template, budget, scratch, arrived.put)
+                               template, budget, scratch, arrived.put, groups)
                    for index in range(jobs)]
         done = 0
         while done < jobs:
@@ -210,7 +219,7 @@ def run_judges(grader: Grader, judge_tree: Path, template: Path, nodes: list[str
 
 
 def judge_share(grader: Grader, index: int, nodes: list[str], judge_tree: Path,
-                template: Path, budget: Budget, scratch: Path, report) -> None:
+                template: Path, budget: Budget, scratch: Path, report, groups: dict) -> None:
     """Judge index's share of the tests (in a thread of run_judges): each outcome, then
     each node left without one, reported as (node, passed, output); None when done."""
     try:
@@ -221,7 +230,7 @@ def judge_share(grader: Grader, index: int, nodes: list[str], judge_tree: Path,
         seat = Seat(grader.zygote, pool, judge, template, work, work / "pytest")
         result = run_tests(judge_tree, nodes, seat, str(REPO_ROOT), budget.test_seconds,
                            budget.deadline, TOO_LATE,
-                           lambda node, passed, output: report((node, passed, output)))
+                           lambda node, passed, output: report((node, passed, output)), groups)
         remove_cgroups(work)
         kill_spawned(work, pool)
         for node in nodes:

@@ -33,9 +33,15 @@ def end(pid: int) -> None:
 
 @dataclass
 class RunResult:
-    """Outcomes of a judge's tests: {node id: (passed, output)}, plus a reason for the rest."""
+    """Outcomes of a judge's tests: {node id: (passed, output)}, plus a reason for the rest;
+    the seconds each group of tests has taken so far."""
     outcomes: dict = field(default_factory=dict)
     unreached: str = ""  # why tests without an outcome have none
+    spent: dict = field(default_factory=dict)  # {group: seconds}
+
+
+GROUP_TESTS = 3  # a group's tests (a part's public or hidden ones) may take this many
+# tests' time limits together: an endless loop in a part's code costs that part's time
 
 
 @dataclass(frozen=True)
@@ -52,19 +58,23 @@ class Seat:
 
 
 def run_tests(tree: Path, nodes: list[str], seat: Seat, repo: str, test_seconds: float,
-              deadline: float, too_late: str, on_outcome=None) -> RunResult:
+              deadline: float, too_late: str, on_outcome=None,
+              groups: dict | None = None) -> RunResult:
     """Run nodes (pytest node ids, in order) in judges over tree. A test that derails its
-    judge fails, and a fresh judge takes the tests after it. At the deadline the tests not
+    judge fails, and a fresh judge takes the tests after it. The tests of one group
+    (groups: {node: name}, e.g. a part's hidden tests) may take GROUP_TESTS * test_seconds
+    together: then the rest of the group fails, saying so. At the deadline the tests not
     done fail with the reason too_late. on_outcome(node, passed, output) is called as each
     outcome arrives."""
     result = RunResult()
+    groups = groups or {}
     remaining = list(nodes)
     while remaining:
         if time.monotonic() >= deadline:
             result.unreached = too_late
             break
         done = _one_judge(tree, remaining, seat, repo, result, test_seconds, deadline,
-                          too_late, on_outcome)
+                          too_late, on_outcome, groups)
         remaining = [n for n in remaining if n not in result.outcomes]
         if done:
             break
@@ -72,7 +82,7 @@ def run_tests(tree: Path, nodes: list[str], seat: Seat, repo: str, test_seconds:
 
 
 def _one_judge(tree, nodes, seat, repo, result, test_seconds, deadline, too_late,
-               on_outcome) -> bool:
+               on_outcome, groups) -> bool:
     """One judge over nodes; True when it ended by itself with nothing to retry."""
     own = seat.work / f"judge-{time.monotonic_ns()}"  # its hidden files leave it
     shutil.copytree(tree, own)
@@ -93,8 +103,9 @@ def _one_judge(tree, nodes, seat, repo, result, test_seconds, deadline, too_late
                         "basetemp": str(seat.basetemp)}}, write_fd)
     finally:
         os.close(write_fd)
-    buffer, current, collect_error = b"", None, ""
+    buffer, current, collect_error, started = b"", None, "", 0.0
     backstop = test_seconds + 15  # pytest-timeout ends a test first; this ends a stuck judge
+    group_seconds = GROUP_TESTS * test_seconds
     limit = time.monotonic() + 4 * test_seconds  # collection included
     ended_by_itself = False
     def record(node: str, passed: bool, output: str) -> None:
@@ -102,13 +113,33 @@ def _one_judge(tree, nodes, seat, repo, result, test_seconds, deadline, too_late
         if on_outcome is not None:
             on_outcome(node, *result.outcomes[node])
 
+    def finish(node: str) -> str | None:
+        """Count node's time to its group; its group's name once the group is over time."""
+        group = groups.get(node)
+        if group is None:
+            return None
+        result.spent[group] = result.spent.get(group, 0.0) + time.monotonic() - started
+        return group if result.spent[group] >= group_seconds else None
+
+    def start(node: str) -> float:
+        """When the test that starts now must have ended: its own limit or its group's."""
+        left = group_seconds - result.spent.get(groups.get(node), 0.0)
+        return time.monotonic() + (backstop if node not in groups else min(backstop, left))
+
     try:
         while True:
             wait = min(limit, deadline) - time.monotonic()
             if wait <= 0:
-                if current is not None:
+                if current is not None and time.monotonic() >= deadline:
+                    record(current, False, too_late)
+                elif current is not None and (over := finish(current)) is not None:
+                    why = (f"not graded: the tests of {over} ran over their time limit of "
+                           f"{group_seconds:.0f} s together")
+                    for node in [current, *(n for n in nodes if groups.get(n) == over)]:
+                        record(node, False, why)
+                elif current is not None:
                     record(current, False, f"not graded: this test ran over its time limit of "
-                           f"{test_seconds:.0f} s" if time.monotonic() < deadline else too_late)
+                           f"{test_seconds:.0f} s")
                 elif not result.unreached:
                     result.unreached = ("not graded: the tests did not start within "
                                         f"{4 * test_seconds:.0f} s" if time.monotonic() < deadline
@@ -132,9 +163,10 @@ def _one_judge(tree, nodes, seat, repo, result, test_seconds, deadline, too_late
                 if kind == "collect-error":
                     collect_error += str(event.get("output", "")) + "\n"
                 elif kind == "start" and event.get("node") in nodes:
-                    current = event["node"]
-                    limit = time.monotonic() + backstop
+                    current, started = event["node"], time.monotonic()
+                    limit = start(current)
                 elif kind == "end" and event.get("node") == current:
+                    finish(current)
                     record(current, event.get("outcome") == "passed", str(event.get("output")))
                     current = None
                     limit = time.monotonic() + backstop

@@ -462,36 +462,52 @@ def _thread_state(pid: str, tid: str) -> str:
     return (stat_line.rsplit(")", 1)[-1].split() or ["X"])[0]
 
 
-SWEEP_SECONDS = 1.0  # how long a sweep's child may take before it is killed (it waits its turn
-# for a core behind every running process of the user)
+def _send(pid: int, number: int) -> None:
+    """Send the signal to pid through a pidfd where the kernel has them (a pid reused
+    between the look in /proc and the signal is never hit), else by pid."""
+    try:
+        fd = os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        try:
+            os.kill(pid, number)
+        except OSError:
+            pass
+        return
+    try:
+        signal.pidfd_send_signal(fd, number)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+STOPPER = Path(__file__).with_name("stopper.py")
+_stopper = None  # the sweep helper this process started (course/grading/stopper.py)
 
 
 def sweep(uid: int, number: int) -> None:
-    """Send every process of uid the signal at once: a child of this process becomes uid
-    (no capability left) and calls kill(-1), which the kernel delivers to each process that
-    user may signal while no process can be forked, and passes on to the child of any
-    process that is in the middle of a fork. A pass over /proc that signals pid by pid
-    misses a child not listed yet: measured, a process whose four threads fork in a loop
-    kept writing after one such pass in 3 of 3 runs, after one sweep in 0 of 15."""
+    """Send every process of uid the signal at once: a child of the sweep helper becomes
+    uid (no capability left) and calls kill(-1), which the kernel delivers to each process
+    that user may signal while no process can be forked, and passes on to the child of any
+    process in the middle of a fork. A pass over /proc that signals pid by pid misses a
+    child not listed yet: measured, a process whose four threads fork in a loop kept
+    writing after one such pass in 3 of 3 runs, after one sweep in 0 of 15."""
+    global _stopper
     if uid in (0, os.geteuid()):
         raise ValueError(f"no sweep of uid {uid}: it would signal the grader's own processes")
-    gid = _group_of(uid)
-    child = os.fork()
-    if child == 0:
+    for _ in range(2):  # a helper that died is started again, once
+        if _stopper is None or _stopper.poll() is not None:
+            _stopper = subprocess.Popen([sys.executable, "-I", "-S", str(STOPPER)],
+                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         try:
-            os.setgroups([])
-            os.setresgid(gid, gid, gid)
-            os.setresuid(uid, uid, uid)
-            os.kill(-1, number)
-        finally:
-            os._exit(0)
-    until = time.monotonic() + SWEEP_SECONDS
-    while os.waitpid(child, os.WNOHANG) == (0, 0):
-        if time.monotonic() > until:  # stopped by a process of uid: then kill(-1) ran, or not
-            os.kill(child, signal.SIGKILL)
-            os.waitpid(child, 0)
-            return
-        time.sleep(0.0002)
+            _stopper.stdin.write(f"{uid} {_group_of(uid)} {number}\n".encode())
+            _stopper.stdin.flush()
+            if _stopper.stdout.readline():
+                return
+        except OSError:
+            pass
+        _stopper.kill()
+        _stopper.wait()
 
 
 @functools.cache
@@ -503,39 +519,41 @@ def _group_of(uid: int) -> int:
 
 
 STOP_SECONDS = 2.0  # how long stopping a user's processes may take
-STABLE_PASSES = 2  # passes over /proc in a row that must agree before a stop is done
 
 
 def stop_user(uid: int, seconds: float = STOP_SECONDS) -> bool:
-    """Stop every process of uid: SIGSTOP to all at once (sweep), then passes over /proc,
-    a millisecond apart, until STABLE_PASSES in a row find no thread that may run and the
-    same processes; a pass that finds one sweeps again (a process in a system call stops
-    when it returns). Whether that happened in time."""
-    previous, stable, until = None, 0, time.monotonic() + seconds
+    """Stop every process of uid: SIGSTOP to all at once (sweep), then passes over /proc
+    until two in a row find no thread that may run and the same processes (one that was
+    exiting can make the kernel continue its orphaned process group); a pass that finds
+    one sweeps again (a process in a system call stops when it returns). Whether that
+    happened in time."""
+    previous, until = None, time.monotonic() + seconds
     sweep(uid, signal.SIGSTOP)
     while time.monotonic() < until:
         found = processes_of(uid)
-        running = any(found.values())
-        if running:
+        if any(found.values()):
             sweep(uid, signal.SIGSTOP)
-        stable = stable + 1 if not running and set(found) == previous else 0
-        if stable >= STABLE_PASSES:
+            previous = None
+        elif set(found) == previous:
             return True
-        previous = set(found)
-        time.sleep(0.001)
+        else:
+            previous = set(found)
+        time.sleep(0.0002)
     return False
 
 
 def signal_user(uid: int, number: int) -> None:
-    """Send every process of uid the signal (sweep); SIGKILL again until none is left."""
-    sweep(uid, number)
+    """Send every process of uid the signal: SIGKILL at once (sweep) and again until none
+    is left; any other pid by pid (SIGCONT: no stopped process can fork)."""
     if number != signal.SIGKILL:
+        for pid in processes_of(uid):
+            _send(pid, number)
         return
     for _ in range(100):
+        sweep(uid, number)
         if not processes_of(uid):
             return
         time.sleep(0.001)
-        sweep(uid, number)
 
 
 def remove_user_files(uid: int) -> None:

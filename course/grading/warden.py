@@ -15,8 +15,8 @@ requests whose arguments it checks itself:
             judge's message and wait for its reply while measuring its disk use (DISK_BYTES,
             DISK_FILES: over them it is killed), then stop it (freeze its cgroup and wait
             until it is frozen; elsewhere SIGSTOP to every process of its user at once,
-            users.sweep, until passes over /proc find no thread running and no new
-            process), remove every link, FIFO, socket,
+            users.sweep, until two passes over /proc find no thread running and the same
+            processes), remove every link, FIFO, socket,
             device and hard-linked file it left in the lent folders, give them back to the
             judge's user, and return the reply's bytes undecoded
     close   kill everything of the sandbox (its cgroup, its session, its user), remove what

@@ -4,8 +4,8 @@
     make grade-container      # the kit's grading tests there (CI's third pass)
 
 Instructors only. podman (Debian's package) with runc, over this machine's own root
-filesystem as a throwaway overlay (`--rootfs /:O`: no image is pulled, and of what the
-command writes only what it writes in the repository, mounted as itself, survives it),
+filesystem as a throwaway overlay (`--rootfs /:O`: no image is pulled; the repository is
+mounted at its own path as an overlay too, so nothing the command writes survives it),
 with the runtime's defaults for what a Gradescope container gets: Docker's default
 capabilities (no CAP_SYS_ADMIN, CAP_SYS_PTRACE, CAP_SYS_RESOURCE, CAP_IPC_OWNER ...), the
 runtime's default seccomp profile (no unshare, mount, keyctl ...), no privilege, the cgroup
@@ -15,11 +15,13 @@ virtual environment), and its exit status is the tool's. The container first say
 got (capabilities, seccomp mode, writable cgroup mounts) and stops if that is more than
 Gradescope's container has.
 
-It may run while graders run on this machine (CI runs it beside `pytest course`): its /tmp
-and /var/tmp are its own, and it shares one folder, where graders lock the sandbox and judge
-users they take (course/grading/users.py), with every user made here first, so that a
-grader in the container and one outside never take the same uid (a grader signals and
-cleans up after every process and file of its users).
+It may run while graders run on this machine (CI runs it beside `pytest course`): its /tmp,
+/var/tmp and repository are its own (a grader closes the repository to other users while it
+grades: measured, a grader in the container did so to a weights reader outside), and it
+shares one folder, where graders lock the sandbox and judge users they take
+(course/grading/users.py), with every user made here first, so that a grader in the
+container and one outside never take the same uid (a grader signals and cleans up after
+every process and file of its users).
 
 podman's other runtime, crun, refuses a machine whose cgroups are mixed v1 and v2 (this
 project's CI machine), hence runc; ulimits above the machine's hard limits are refused.
@@ -61,7 +63,7 @@ def podman_command(command: list[str]) -> list[str]:
                                                                                 "/var/tmp")]
     return ["podman", "--runtime", RUNC, "run", "--rm", "--network", "none",
             "--ulimit", "nofile=1024:1024", "--ulimit", "nproc=4096:4096",
-            *environment, *scratch, f"--volume={REPO_ROOT}:{REPO_ROOT}",
+            *environment, *scratch, f"--volume={REPO_ROOT}:{REPO_ROOT}:O",
             f"--volume={lock_path()}:{lock_path()}", "--rootfs", "/:O",
             "sh", "-c", inner, "sh", str(REPO_ROOT), *command]
 

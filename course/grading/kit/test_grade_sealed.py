@@ -36,10 +36,14 @@ from course.grading.attacks import (
     plant,
 )
 from course.grading.handout import make_handout
+from course.grading.judges import GROUP_TESTS
 from provided.common import REPO_ROOT
 
 pytestmark = [pytest.mark.kit, pytest.mark.timeout(900),
               pytest.mark.skipif(os.geteuid() != 0, reason="sealing needs root")]
+
+
+TEST_SECONDS = 3.0  # one test's time limit here
 
 
 def _digest(root: Path) -> dict:
@@ -64,13 +68,13 @@ def listen():
         connection, _ = listener.accept()
         received.append(connection.recv(100).decode(errors="replace"))
 threading.Thread(target=listen, daemon=True).start()
-folders = [Path(p) for p in sys.argv[3:]]
+folders = [Path(p) for p in sys.argv[4:]]
 grader = grade.setup(["p1a"], jobs=1)
 results = {}
 with grade.hidden_from_sandbox(grader.sealed):
     for folder in folders:
-        budget = grade.Budget(time.monotonic() + 120, 3.0)
-        out = Path(sys.argv[2]) / folder.name / "results.json"
+        budget = grade.Budget(time.monotonic() + 120, float(sys.argv[2]))
+        out = Path(sys.argv[3]) / folder.name / "results.json"
         out.parent.mkdir()
         started = time.monotonic()
         results[folder.name] = grade.grade(folder, grader, ["p1a"], out, budget)
@@ -103,8 +107,8 @@ def graded(tmp_path_factory):
     os.chmod(NESTED_WORLD_WRITABLE, 0o1777)
     outputs = base / "outputs"
     outputs.mkdir()
-    done = subprocess.run([sys.executable, "-c", DRIVER, str(LISTENER_PORT), str(outputs),
-                           *map(str, folders)],
+    done = subprocess.run([sys.executable, "-c", DRIVER, str(LISTENER_PORT), str(TEST_SECONDS),
+                           str(outputs), *map(str, folders)],
                           cwd=REPO_ROOT, capture_output=True, text=True, timeout=800)
     assert done.returncode == 0, done.stderr[-3000:]
     results = json.loads(done.stdout.splitlines()[-1])
@@ -175,6 +179,17 @@ def test_nothing_outlives_a_test(graded):
     # empty handout's 9 s (it once stretched a part's grading from 10 s to 59 s)
     extra = graded["keeps_forking"]["seconds"] - graded["handout"]["seconds"]
     assert extra < 10, f"endless forking cost {extra:.1f} s more than the empty handout"
+
+
+def test_an_endless_loop_costs_its_parts_time_only(graded):
+    """Every test of p1a runs into the endless loop; a part's public tests, and its hidden
+    ones, may take GROUP_TESTS test limits (3 s here) together, and the rest of the group
+    then fails saying so: measured 120 s, the whole deadline, before that limit existed."""
+    extra = graded["endless_loop"]["seconds"] - graded["handout"]["seconds"]
+    cap = 2 * GROUP_TESTS * TEST_SECONDS
+    assert extra < cap + 10, f"an endless loop cost {extra:.0f} s more than the empty handout"
+    outputs = [t["output"] for t in graded["endless_loop"]["tests"] if t["tags"] == ["p1a"]]
+    assert any("ran over their time limit" in output for output in outputs), outputs[:3]
 
 
 def test_no_file_of_the_grading_repository_changed(graded):
