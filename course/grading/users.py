@@ -18,6 +18,7 @@ import signal
 import stat
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -482,7 +483,8 @@ def _send(pid: int, number: int) -> None:
 
 
 STOPPER = Path(__file__).with_name("stopper.py")
-_stopper = None  # the sweep helper this process started (course/grading/stopper.py)
+_stopper = None  # the sweep helper this process started (course/grading/stopper.py) ...
+_stopper_lock = threading.Lock()  # ... which one thread at a time talks to (judges' threads)
 
 
 def sweep(uid: int, number: int) -> None:
@@ -495,19 +497,20 @@ def sweep(uid: int, number: int) -> None:
     global _stopper
     if uid in (0, os.geteuid()):
         raise ValueError(f"no sweep of uid {uid}: it would signal the grader's own processes")
-    for _ in range(2):  # a helper that died is started again, once
-        if _stopper is None or _stopper.poll() is not None:
-            _stopper = subprocess.Popen([sys.executable, "-I", "-S", str(STOPPER)],
-                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-        try:
-            _stopper.stdin.write(f"{uid} {_group_of(uid)} {number}\n".encode())
-            _stopper.stdin.flush()
-            if _stopper.stdout.readline():
-                return
-        except OSError:
-            pass
-        _stopper.kill()
-        _stopper.wait()
+    with _stopper_lock:
+        for _ in range(2):  # a helper that died is started again, once
+            if _stopper is None or _stopper.poll() is not None:
+                _stopper = subprocess.Popen([sys.executable, "-I", "-S", str(STOPPER)],
+                                            stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+            try:
+                _stopper.stdin.write(f"{uid} {_group_of(uid)} {number}\n".encode())
+                _stopper.stdin.flush()
+                if _stopper.stdout.readline():
+                    return
+            except OSError:
+                pass
+            _stopper.kill()
+            _stopper.wait()
 
 
 @functools.cache

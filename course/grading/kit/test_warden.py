@@ -14,11 +14,13 @@ import pwd
 import shutil
 import stat
 import tempfile
+import threading
 import time
 from pathlib import Path
 
 import pytest
 
+from course.grading import users as users_module
 from course.grading import warden as warden_module
 from course.grading.judge import SandboxTransport
 from course.grading.users import (
@@ -331,3 +333,22 @@ def test_a_sweep_never_signals_roots_processes():
     for uid in {0, os.geteuid()}:
         with pytest.raises(ValueError, match="no sweep"):
             sweep(uid, 0)
+
+
+def test_sweeps_from_many_threads_each_get_their_answer(monkeypatch):
+    """A grader's judges' threads share its one sweep helper, and the first sweeps start
+    it: each thread must get its own answer (two threads that started a helper at once
+    once left one waiting for ever)."""
+    user = sandbox_user()
+    try:
+        for _ in range(5):
+            monkeypatch.setattr(users_module, "_stopper", None)
+            threads = [threading.Thread(target=lambda: [sweep(user.uid, 0) for _ in range(5)],
+                                        daemon=True) for _ in range(8)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join(10)
+            assert not any(thread.is_alive() for thread in threads), "a sweep never returned"
+    finally:
+        release([user])
