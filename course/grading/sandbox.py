@@ -30,11 +30,11 @@ request, a sandbox
 
 It then answers the judge's requests, which its warden passes on (tests/seam.py: import, get
 an attribute, call, ...), until the channel closes. Between requests it is stopped (its
-cgroup frozen; without one, every process of its user stopped by SIGSTOP until none runs,
-which holds because the policy refuses ptrace), so that it cannot touch the files the judge
-reads; during a request its disk use is measured, and over its budget it is killed; after the
-test, everything of its cgroup and its user is killed and what it left in any world-writable
-folder removed (course/grading/warden.py).
+cgroup frozen; without one, every process of its user stopped by SIGSTOP at once, then
+checked until none runs, which holds because the policy refuses ptrace), so that it cannot
+touch the files the judge reads; during a request its disk use is measured, and over its
+budget it is killed; after the test, everything of its cgroup and its user is killed and
+what it left in any world-writable folder removed (course/grading/warden.py).
 """
 
 import ctypes
@@ -148,7 +148,8 @@ def isolation_available() -> tuple[bool, str]:
         words.append("a cgroup v2 of its own (frozen between calls, killed whole)")
     else:
         words.append("no writable cgroup v2: stopped between calls by SIGSTOP to every process "
-                     "of its user until none runs (ptrace refused)")
+                     "of its user at once (kill(-1) as that user) until none runs (ptrace "
+                     "refused)")
     if os.geteuid() != 0:
         words.append("not running as root: sandboxes run as the grader's own user, unsealed")
     else:
