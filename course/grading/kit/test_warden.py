@@ -50,21 +50,14 @@ import os, time
 def start_forker(log):
     """A helper in its own session that writes the time every 2 ms and every 20 ms forks
     and exits (a new pid each time, slowly enough that its zombies, which the sandbox's
-    first process does not reap, stay under the process limit for a second); why it ended,
-    if it did, in log + ".end"."""
-    if os.fork() == 0:
-        try:
-            os.setsid()
-            for step in range(10**9):
-                if step % 10 == 0 and os.fork():
-                    os._exit(0)
-                write_time(log)
-                time.sleep(0.002)
-        except BaseException as error:
-            with open(log + ".end", "w") as out:
-                out.write(repr(error))
-        finally:
-            os._exit(0)
+    first process does not reap, stay under the process limit for a second)."""
+    def body():
+        for step in range(10**9):
+            if step % 10 == 0 and os.fork():
+                os._exit(0)
+            write_time(log)
+            time.sleep(0.002)
+    start_helper(log, body)
 
 
 def start_thread_forker(log):
@@ -81,14 +74,21 @@ def start_thread_forker(log):
                 os._exit(0)
             os.waitpid(child, 0)
 
+    def body():
+        for _ in range(3):
+            threading.Thread(target=forks, daemon=True).start()
+        while True:
+            write_time(log)
+            time.sleep(0.002)
+    start_helper(log, body)
+
+
+def start_helper(log, body):
+    """Run body in a child in its own session; why it ended, if it did, in log + ".end"."""
     if os.fork() == 0:
         try:
             os.setsid()
-            for _ in range(3):
-                threading.Thread(target=forks, daemon=True).start()
-            while True:
-                write_time(log)
-                time.sleep(0.002)
+            body()
         except BaseException as error:
             with open(log + ".end", "w") as out:
                 out.write(repr(error))
