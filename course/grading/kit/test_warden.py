@@ -12,6 +12,7 @@ import ctypes
 import os
 import pwd
 import shutil
+import signal
 import stat
 import tempfile
 import threading
@@ -350,5 +351,30 @@ def test_sweeps_from_many_threads_each_get_their_answer(monkeypatch):
             for thread in threads:
                 thread.join(10)
             assert not any(thread.is_alive() for thread in threads), "a sweep never returned"
+    finally:
+        release([user])
+
+
+def test_a_sweep_without_its_helper_still_signals(monkeypatch):
+    """Where the sweep helper cannot run, a sweep still reaches every process of the user
+    (pid by pid): a stop or a kill never silently does nothing."""
+    monkeypatch.setattr(users_module, "_stopper", None)
+    monkeypatch.setattr(users_module, "STOPPER", Path("/nonexistent/stopper.py"))
+    user = sandbox_user()
+    try:
+        child = os.fork()
+        if child == 0:
+            try:
+                os.setgid(user.gid)
+                os.setuid(user.uid)
+                time.sleep(20)  # ends by itself if the sweep fails
+            finally:
+                os._exit(0)
+        until = time.monotonic() + 10
+        while child not in processes_of(user.uid) and time.monotonic() < until:
+            time.sleep(0.01)
+        sweep(user.uid, signal.SIGKILL)
+        _, status = os.waitpid(child, 0)
+        assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL, status
     finally:
         release([user])
