@@ -123,8 +123,10 @@ def _one_judge(tree, nodes, seat, repo, result, test_seconds, deadline, too_late
 
     def start(node: str) -> float:
         """When the test that starts now must have ended: its own limit or its group's."""
-        left = group_seconds - result.spent.get(groups.get(node), 0.0)
-        return time.monotonic() + (backstop if node not in groups else min(backstop, left))
+        group = groups.get(node)
+        if group is None:
+            return time.monotonic() + backstop
+        return time.monotonic() + min(backstop, group_seconds - result.spent.get(group, 0.0))
 
     try:
         while True:

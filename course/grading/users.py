@@ -482,6 +482,12 @@ def _send(pid: int, number: int) -> None:
         os.close(fd)
 
 
+def _send_each(uid: int, number: int) -> None:
+    """Send the signal to each process of uid that a pass over /proc finds."""
+    for pid in processes_of(uid):
+        _send(pid, number)
+
+
 STOPPER = Path(__file__).with_name("stopper.py")
 _stopper = None  # the sweep helper this process started (course/grading/stopper.py) ...
 _stopper_lock = threading.Lock()  # ... which one thread at a time talks to (judges' threads)
@@ -511,8 +517,7 @@ def sweep(uid: int, number: int) -> None:
                 pass
             _stopper.kill()
             _stopper.wait()
-    for pid in processes_of(uid):  # no helper would run: pid by pid, as a last resort
-        _send(pid, number)
+    _send_each(uid, number)  # no helper would run: pid by pid, as a last resort
 
 
 @functools.cache
@@ -551,8 +556,7 @@ def signal_user(uid: int, number: int) -> None:
     """Send every process of uid the signal: SIGKILL at once (sweep) and again until none
     is left; any other pid by pid (SIGCONT: no stopped process can fork)."""
     if number != signal.SIGKILL:
-        for pid in processes_of(uid):
-            _send(pid, number)
+        _send_each(uid, number)
         return
     for _ in range(100):
         sweep(uid, number)

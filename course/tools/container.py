@@ -59,8 +59,8 @@ def podman_command(command: list[str]) -> list[str]:
     environment = [f"--env={name}={os.environ[name]}" for name in ("PATH", "VIRTUAL_ENV")
                    if name in os.environ]
     inner = CHECK + 'cd "$1" && shift && exec "$@"'
-    scratch = [f"--tmpfs={folder}:rw,exec,nosuid,nodev,mode=1777,notmpcopyup" for folder in ("/tmp",
-                                                                                "/var/tmp")]
+    scratch = [f"--tmpfs={folder}:rw,exec,nosuid,nodev,mode=1777,notmpcopyup"
+               for folder in ("/tmp", "/var/tmp")]
     return ["podman", "--runtime", RUNC, "run", "--rm", "--network", "none",
             "--ulimit", "nofile=1024:1024", "--ulimit", "nproc=4096:4096",
             *environment, *scratch, f"--volume={REPO_ROOT}:{REPO_ROOT}:O",
