@@ -81,7 +81,8 @@ CLAUSES = {
         (
             "Four projections W_q, W_k, W_v, W_o, each nn.Linear(d_model, d_model) with bias, and "
             "d_k = d_model // num_heads",
-            [T1B + "test_mha_constructor_keeps_its_contract"],
+            [T1B + "test_mha_constructor_keeps_its_contract",
+             T1B + "test_mha_matches_torch_multihead_attention"],
         ),
         (
             "ValueError if num_heads does not divide d_model",

@@ -71,6 +71,19 @@ def outcomes(junit: Path) -> dict[str, str]:
     return result
 
 
+def graded_tests_in(handout: Path, junit: Path, *args: str) -> subprocess.CompletedProcess:
+    """pytest on the handout's public tests and a copy of the hidden ones put into it, with
+    the handout's code (not an installed copy), reported to junit."""
+    shutil.copytree(REPO / "course" / "grading" / "hidden",
+                    handout / "course" / "grading" / "hidden",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    env = {**os.environ, "PYTHONPATH": str(handout)}
+    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args,
+                           "-m", "not kit", f"--junitxml={junit}", "tests",
+                           "course/grading/hidden"],
+                          cwd=handout, capture_output=True, text=True, env=env)
+
+
 def test_handout_imports_and_every_graded_test_fails(tmp_path):
     handout = tmp_path / "handout"
     removed = make_handout(handout)
@@ -79,21 +92,9 @@ def test_handout_imports_and_every_graded_test_fails(tmp_path):
     assert not (handout / "course").exists()
     for path in handout.glob("problem*/*.py"):
         assert "BEGIN SOLUTION" not in path.read_text()
-    # the hidden tests too must fail on the empty bodies: run them from a copy in the handout
-    shutil.copytree(REPO / "course" / "grading" / "hidden",
-                    handout / "course" / "grading" / "hidden",
-                    ignore=shutil.ignore_patterns("__pycache__"))
-    env = {**os.environ, "PYTHONPATH": str(handout)}  # the handout's code, not an installed copy
-
-    def pytest_in_handout(*args):
-        return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args],
-                              cwd=handout, capture_output=True, text=True, env=env)
-
-    collected = pytest_in_handout("--collect-only", "-q", "tests", "course/grading/hidden")
-    assert collected.returncode == 0, collected.stdout[-3000:]  # every test file imports
+    # the hidden tests too must fail on the empty bodies
     junit = tmp_path / "report.xml"
-    ran = pytest_in_handout("-q", "-m", "not kit", f"--junitxml={junit}", "tests",
-                            "course/grading/hidden")
+    ran = graded_tests_in(handout, junit, "-q")
     assert ran.returncode == 1, ran.stdout[-3000:]  # 1: tests failed (2 or more: errors)
     results = outcomes(junit)
     assert len(results) > 100
@@ -166,3 +167,19 @@ def test_the_students_timings_are_the_instructors_measurement():
     assert len(students) >= 8 and not missing, (
         f"the student README's timings {missing} are not in course/README.md's 'How long things "
         "take': quote the same measurement in both")
+
+
+def test_the_handout_filled_with_the_alternatives_passes_every_graded_test(tmp_path):
+    """Solutions written differently (course/grading/alternatives) pass every public and
+    hidden test: a new test that pins a choice the docstrings leave open (an attribute's
+    name, a loop instead of a reshape, ...) fails here, not in a course (about 20 s)."""
+    filled = tmp_path / "filled"
+    make_handout(filled, fill=REPO / "course" / "grading" / "alternatives")
+    junit = tmp_path / "report.xml"
+    ran = graded_tests_in(filled, junit, "-q", "-rf")
+    results = outcomes(junit)
+    not_passed = {name: outcome for name, outcome in results.items() if outcome != "passed"}
+    assert ran.returncode == 0 and not not_passed, (
+        f"the alternatives do not pass {not_passed}: does the test check more than the "
+        f"docstring promises?\n{ran.stdout[-3000:]}")
+    assert len(results) > 200
