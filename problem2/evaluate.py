@@ -124,7 +124,8 @@ def score_shift_errors(d_model: int, samples: int = 200, seed: int = CHECK_SEED)
     """score_shift_invariance under both schemes on the same random draws.
 
     Each draw: q, k ~ N(0, I_d), a query position in [0, 64), a key position at or before
-    it, and a shift in [1, 64]. Returns {'rotary_score_shift_error',
+    it, and a shift in [1, 64]. The seed fixes the draws: every call with the same seed
+    draws the same q, k, positions and shifts. Returns {'rotary_score_shift_error',
     'sinusoidal_score_shift_error': the maximum change per scheme,
     'sinusoidal_score_shift_error_median': the median change for sinusoidal,
     'score_magnitude_median': the median |q . k|, for scale}, each a float.

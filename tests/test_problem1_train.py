@@ -94,10 +94,20 @@ def test_validate_decodes_greedily():
         "validate must return (exact match, token accuracy) in this order: it returned them "
         f"swapped ({float(exact):.4f} is the token accuracy here, {float(token):.4f} the "
         "exact match)")
+    with torch.no_grad():
+        forced = twin(src, tgt_in)[0].argmax(-1)  # the argmax of model(src, tgt_in)
+    readings = {  # what the usual mistakes give as the exact match here
+        "the sums teacher-forced on tgt_in (model(src, tgt_in)'s argmax), not greedily "
+        "decoded": score_predictions(forced, tgt_out)[0],
+        "the exact match taken per digit position (a position right in every sum, "
+        ".all(dim=0)), not per sum (all four digits of a sum right, .all(dim=1))": 3 / 4,
+        "the first batch of 128 sums scored only": 127 / 128}
+    same = [why for why, value in readings.items() if float(exact) == pytest.approx(value)]
+    why = ("it is what " + ", or ".join(same) + " gives" if same else "it is none of " + ", ".join(
+        f"{value:.4f} ({why})" for why, value in readings.items()))
     assert float(exact) == pytest.approx((n - 1) / n), (
         f"validate must score the model's own greedy decoding (model.generate) of all {n} "
-        f"sums, one of them wrong here ({(n - 1) / n:.4f}), not {float(exact):.4f}: is it "
-        "teacher-forced on tgt_in, or scored on part of the split only?")
+        f"sums, one of them wrong here ({(n - 1) / n:.4f}), not {float(exact):.4f}: {why}")
     assert float(token) == pytest.approx((4 * n - 1) / (4 * n)), (
         "validate's token accuracy must be over the greedily decoded digits of every sum, "
         "one digit wrong here: is it teacher-forced on tgt_in instead?")

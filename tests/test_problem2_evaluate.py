@@ -311,6 +311,26 @@ def test_score_shift_errors_draws_over_the_promised_ranges(monkeypatch):
            if 0 not in offsets else "never 0, or never far behind its query"))
 
 
+def test_score_shift_errors_draws_are_fixed_by_the_seed(monkeypatch):
+    """The seed fixes every draw: two calls with seed 5 draw the same shifts and positions
+    (read off the calls to a recorder standing in for score_shift_invariance), seed 6 others."""
+    def draws(seed: int) -> list:
+        recorder = stubs.RecordsScoreShifts()
+        monkeypatch.setattr(evaluate, "score_shift_invariance", recorder)
+        evaluate.score_shift_errors(2, samples=50, seed=seed)
+        return list(recorder.calls)
+
+    first, again, other = draws(5), draws(5), draws(6)
+    assert first == again, (
+        "score_shift_errors must draw the same shifts and positions at every call with the "
+        f"same seed: two calls with seed=5 drew (scheme, shift, q_pos, k_pos) {first[:2]}... "
+        f"then {again[:2]}...: is its generator made from seed at each call (not made once "
+        "and kept between calls, nor the global random state used unseeded)?")
+    assert first != other, (
+        "score_shift_errors must draw with the seed it is given: seed=5 and seed=6 drew the "
+        f"same shifts and positions {first[:2]}...: is the seed argument ignored?")
+
+
 def test_rotary_vs_pairwise_error_draws_a_float32_x(monkeypatch):
     """rotary_vs_pairwise_error's docstring: a random float32 x [length, d_model], given to
     apply_rotary (replaced here by a recorder of what it gets)."""

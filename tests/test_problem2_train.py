@@ -99,31 +99,66 @@ def _offset_batch(n: int = 10, length: int = 12, k: int = 3):
     return tokens, targets
 
 
+def sgd_epoch(state: dict, tokens, targets, order, divisor=None, clear: bool = True):
+    """The table of a trusted Lookup twin that starts from state, after SGD(lr=0.5) steps over
+    the batches of 4 rows of order: each step on the batch's summed loss over its targets
+    divided by divisor(rows) (None: by its number of targets, the mean), the gradients
+    cleared before each backward unless clear is False."""
+    twin = Lookup()
+    twin.load_state_dict(state)
+    optimizer = torch.optim.SGD(twin.parameters(), lr=0.5)
+    for start in range(0, len(order), 4):
+        rows = order[start:start + 4]
+        if clear:
+            optimizer.zero_grad()
+        loss = torch.nn.functional.cross_entropy(twin(tokens[rows]).flatten(0, 1),
+                                                 targets[rows].flatten(), reduction="sum")
+        (loss / (divisor(rows) if divisor else (targets[rows] != IGNORE_INDEX).sum())).backward()
+        optimizer.step()
+    return twin.table.detach()
+
+
 def test_train_epoch_takes_one_step_per_batch_in_the_seeded_order():
     """With SGD, train_epoch's weights equal those of a plain loop over the batches of
-    torch.randperm(N, generator=generator), each step on its own batch's mean loss."""
+    torch.randperm(N, generator=generator), each step on its own batch's mean loss. Where
+    they differ, the message says which usual mistake's loop gives them exactly, if one
+    does, else how far they are from the right loop's."""
     tokens, targets = _offset_batch()
-    model, twin = stubs.Lookup(), Lookup()  # the code's model, and a trusted twin here
-    twin.load_state_dict(model.state_dict())
+    model = stubs.Lookup()  # the code's model; the loops here run trusted twins of it
+    state = {name: tensor.clone() for name, tensor in model.state_dict().items()}
     sandbox_torch.manual_seed(123)  # the global generator must play no part
     result = train.train_epoch(model, SGD(model.parameters(), lr=0.5), tokens, targets,
                                sandbox_torch.Generator().manual_seed(7), batch_size=4,
                                max_steps=100)
-    optimizer = torch.optim.SGD(twin.parameters(), lr=0.5)
-    order = torch.randperm(10, generator=torch.Generator().manual_seed(7))
-    for start in range(0, 10, 4):
-        rows = order[start:start + 4]
-        optimizer.zero_grad()
-        torch.nn.functional.cross_entropy(twin(tokens[rows]).flatten(0, 1),
-                                          targets[rows].flatten()).backward()
-        optimizer.step()
     assert int(result["steps"]) == 3, (
         "train_epoch must take one step per batch: 3 steps for 10 rows in batches of 4 (the "
         f"last of 2), not {int(result['steps'])}: is the incomplete last batch dropped?")
-    assert torch.allclose(model.table, twin.table, atol=1e-6), (
-        "train_epoch must take one step per batch on that batch's mean loss, in the order "
-        "torch.randperm(N, generator=generator): the weights differ from that loop's (batches "
-        "not shuffled, or shuffled without the generator, or gradients not cleared?)")
+    order = torch.randperm(10, generator=torch.Generator().manual_seed(7))
+    found, expected = model.table.detach(), sgd_epoch(state, tokens, targets, order)
+
+    def why() -> str:
+        mistakes = {  # the weights each usual mistake's loop gives
+            "each step's summed loss is divided by the batch's number of sequences, not of "
+            "its targets": sgd_epoch(state, tokens, targets, order, divisor=len),
+            "each step is on the batch's summed loss, not its mean":
+                sgd_epoch(state, tokens, targets, order, divisor=lambda rows: 1),
+            "the batches are taken in row order, not shuffled":
+                sgd_epoch(state, tokens, targets, torch.arange(10)),
+            "the order is drawn from the global generator, not the one given":
+                sgd_epoch(state, tokens, targets,
+                          torch.randperm(10, generator=torch.Generator().manual_seed(123))),
+            "the gradients are not cleared between steps":
+                sgd_epoch(state, tokens, targets, order, clear=False),
+            "no step changes the weights": state["table"]}
+        same = [why for why, weights in mistakes.items()
+                if torch.allclose(found, weights, atol=1e-6)]
+        if same:
+            return "they are exactly what a loop gives where " + ", or ".join(same)
+        return (f"they differ from that loop's by up to {(found - expected).abs().max():.3g}, "
+                "and are not what a loop gives where " + ", or ".join(mistakes))
+    assert torch.allclose(found, expected, atol=1e-6), (
+        "train_epoch must take one step per batch on that batch's mean loss over its targets, "
+        f"in the order torch.randperm(N, generator=generator): {why()}")
 
 
 def test_train_epoch_stops_after_max_steps():
@@ -188,15 +223,27 @@ def test_train_epoch_reports_the_loss_and_accuracy_over_the_targets_seen():
                                max_steps=100)  # at lr 0 the weights stay: the twin's loss
     with torch.no_grad():
         logits = twin(tokens)
-    expected = torch.nn.functional.cross_entropy(logits.flatten(0, 1), targets.flatten())
+    losses = torch.nn.functional.cross_entropy(logits.flatten(0, 1), targets.flatten(),
+                                               reduction="none").view(10, -1)
+    seen = (targets != IGNORE_INDEX).sum().item()
+    expected = losses.sum().item() / seen
     accuracy = ((logits.argmax(-1) == targets).sum() / (targets != IGNORE_INDEX).sum()).item()
     assert int(result["steps"]) == 3, (
         "train_epoch must take one step per batch, the last one smaller (4, 4 and 2 rows of "
         f"10 here), not {int(result['steps'])}: is the incomplete last batch dropped?")
-    assert float(result["loss"]) == pytest.approx(expected.item(), rel=1e-5), (
+    order = torch.randperm(10, generator=torch.Generator().manual_seed(3))
+    readings = {  # what the usual mistakes report here
+        "the summed loss divided by the number of steps (3)": losses.sum().item() / 3,
+        "the summed loss divided by the number of sequences (10)": losses.sum().item() / 10,
+        "the mean of the batches' mean losses": sum(
+            losses[order[i:i + 4]].mean().item() for i in range(0, 10, 4)) / 3}
+    loss = float(result["loss"])
+    same = [why for why, value in readings.items() if loss == pytest.approx(value, rel=1e-5)]
+    why = ("it is " + ", or ".join(same) if same else "it is none of " + ", ".join(
+        f"{why} ({value:.4f})" for why, value in readings.items()))
+    assert loss == pytest.approx(expected, rel=1e-5), (
         "train_epoch's loss must be the batches' summed losses divided by the number of "
-        f"targets seen ({expected.item():.4f} here), not {float(result['loss']):.4f}: is it "
-        "divided by the steps or the sequences instead, or a mean of batch means?")
+        f"targets seen ({seen}; {expected:.4f} here), not {loss:.4f}: {why}")
     assert float(result["accuracy"]) == pytest.approx(accuracy), (
         "train_epoch's accuracy must be the correct predictions over the targets seen")
 

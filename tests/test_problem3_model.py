@@ -53,7 +53,8 @@ def block_by_formula(state: dict, norm: str, h: int, x: torch.Tensor,
         def heads(t):
             return t.view(B, T, h, d // h).transpose(1, 2)
         q, k, v = (heads(linear(state, name, y)) for name in ("q_proj", "k_proj", "v_proj"))
-        scale = 1.0 if mistake == "unscaled" else 1 / math.sqrt(d // h)
+        scale = {"unscaled": 1.0, "d_model scale": 1 / math.sqrt(d),
+                 "d_head scale": 1 / (d // h)}.get(mistake, 1 / math.sqrt(d // h))
         scores = q @ k.transpose(-2, -1) * scale
         if mistake != "no mask":
             scores = scores.masked_fill(~torch.ones(T, T, dtype=torch.bool).tril(), -math.inf)
@@ -82,6 +83,9 @@ def block_by_formula(state: dict, norm: str, h: int, x: torch.Tensor,
 
 BLOCK_MISTAKES = {
     "unscaled": "the attention scores are not divided by sqrt(d_head)",
+    "d_model scale": "the attention scores are divided by sqrt(d_model), not by sqrt(d_head) "
+                     "= sqrt(d_model / num_heads)",
+    "d_head scale": "the attention scores are divided by d_head, not by sqrt(d_head)",
     "no mask": "the causal mask is not used",
     "merge": "the heads are merged back by a plain reshape without the transpose",
     "no out_proj": "the attention's output projection out_proj is skipped",
@@ -112,8 +116,10 @@ def test_block_matches_its_formula(norm):
         for mistake, why in BLOCK_MISTAKES.items():
             if torch.allclose(out, block_by_formula(state, norm, 3, x, mistake), atol=1e-5):
                 return f"your output is exactly what it is when {why}"
-        return ("it matches none of the usual mistakes (scale, mask, head merge, out_proj, "
-                "norm placement): compare it with the formula step by step")
+        gap = (out - expected).abs().max().item()
+        return (f"it differs from the formula's by up to {gap:.3g}, and from what it is when "
+                + ", or when ".join(BLOCK_MISTAKES.values())
+                + ": compare it with the formula step by step")
     torch.testing.assert_close(out, expected, msg=lambda m: (
         f"a {norm}-LN Block must compute {formula} with softmax(q k^T / sqrt(d_head)) "
         f"causal attention (eval mode, no dropout): {hint()}\n{m}"))
@@ -211,6 +217,26 @@ def test_embeddings_are_not_scaled_and_use_default_init():
         f"\n{m}"))
     assert 0.8 < state["tok_emb.weight"].std() < 1.2, (  # nn.Embedding's N(0, 1)
         "tok_emb must keep nn.Embedding's default N(0, 1) initialization")
+
+
+@pytest.mark.parametrize("norm", ["pre", "post"])
+def test_eval_mode_turns_every_dropout_off(norm):
+    """The module docstring's dropout is nn.Dropout's: on in training mode only. In eval mode
+    a DecoderLM with dropout 0.5 gives the logits of the same weights with dropout 0."""
+    model = tiny_lm(vocab_size=9, norm=norm, dropout=0.5, seed=9).eval()
+    clean = tiny_lm(vocab_size=9, norm=norm, dropout=0.0, seed=9).eval()
+    clean.load_state_dict(model.state_dict())
+    ids = torch.randint(0, 9, (2, 7), generator=torch.Generator().manual_seed(9))
+    first, second, expected = model(ids), model(ids), clean(ids)
+    why = ("two calls in eval mode gave different logits, so dropout still draws there: is "
+           "a dropout written F.dropout(x, p) (training=True unless told), or an nn.Dropout "
+           "made inside forward (a new module is in training mode)? Use self.dropout or "
+           "F.dropout(x, p, self.training)" if not torch.equal(first, second) else
+           "two calls in eval mode agree, so no dropout draws there, but the dropout "
+           "probability changes the logits all the same")
+    torch.testing.assert_close(first, expected, msg=lambda m: (
+        f"a {norm}-LN DecoderLM in eval mode must apply no dropout: with dropout 0.5 its "
+        f"logits must be those of the same weights with dropout 0: {why}\n{m}"))
 
 
 @pytest.mark.parametrize("norm", ["pre", "post"])

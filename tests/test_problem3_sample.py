@@ -88,6 +88,24 @@ def test_generate_stops_at_eos_and_caps_the_length(vocab):
             f"{'long' if steps > 0 else 'short'}?" if steps else "is the length capped?"))
 
 
+def test_generate_feeds_the_whole_prefix_to_a_model_without_a_cache(vocab):
+    """generate_batch's docstring: model(input_ids) -> logits is all that is needed, the
+    kv_cache optional. A model that ignores kv_cache (leaves it empty) and whose next token
+    depends on the whole prefix (here its length) must see the whole sequence at each step."""
+    stoi = SmilesVocab(TOKENS).stoi
+    C, O = stoi["C"], stoi["O"]
+    model = stubs.ScriptedLM([C, C, O, EOS], len(vocab), uses_cache=False)
+    got = generate(model, vocab, 2, max_len=8)
+    why = ("after the first step only the newest token is fed, as if the model kept a cache: "
+           "a model that leaves kv_cache empty sees one token and answers as for the first "
+           "step again; feed the whole sequence so far unless the cache was filled"
+           if got == ["C" * 6] * 2 else
+           f"a model that emits C, C, O, EOS by the length of what it is fed gave {got}")
+    assert got == ["CCO"] * 2, (
+        last_position_note(vocab) or
+        f"with a model that ignores kv_cache, generate must give ['CCO', 'CCO']: {why}")
+
+
 def first_token_lm(vocab_size: int, stoi: dict, probabilities: dict):
     """A TableLM (next-token logits from the current token only): after BOS one of the
     tokens of probabilities, drawn with those probabilities (log-probabilities as logits),

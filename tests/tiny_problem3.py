@@ -55,17 +55,20 @@ class ScriptedLM(torch.nn.Module):
     included), so the model gives the same answer whether the sampler re-runs the whole
     prefix each step or, with kv_cache, feeds only the new token: the cache (a list of one
     dict per block, as DecoderLM's) then remembers how many positions it has seen.
+    With uses_cache=False it ignores kv_cache, as a model without a cache may (the cache
+    stays empty): only the whole prefix, fed again at each step, then gives the script.
     """
 
-    def __init__(self, script, vocab_size):
+    def __init__(self, script, vocab_size, uses_cache: bool = True):
         super().__init__()
         self.script, self.vocab_size = list(script), vocab_size
+        self.uses_cache = uses_cache
         self.blocks = torch.nn.ModuleList([torch.nn.Identity()])  # one block
         self.unused = torch.nn.Parameter(torch.zeros(1))  # so that it has a device to ask
 
     def forward(self, input_ids, kv_cache=None):
         seen = 0
-        if kv_cache is not None:
+        if kv_cache is not None and self.uses_cache:
             seen = kv_cache[0].get("seen", 0)
             kv_cache[0]["seen"] = seen + input_ids.shape[1]
         position = seen + input_ids.shape[1] - 1  # tokens after BOS so far

@@ -482,6 +482,11 @@ CLAUSES = {
             [T2E + "test_score_shift_errors_draws_over_the_promised_ranges"],
         ),
         (
+            "The seed fixes the draws: every call with the same seed draws the same q, k, "
+            "positions and shifts",
+            [T2E + "test_score_shift_errors_draws_are_fixed_by_the_seed"],
+        ),
+        (
             "the maximum change per scheme",
             [T2E + "test_score_shift_errors_reports_the_maximum_and_the_median"],
         ),
@@ -569,6 +574,7 @@ CLAUSES = {
             [
                 T3B + "test_final_layernorm_only_for_pre",
                 T3B + "test_decoder_lm_composes_its_modules",
+                T3B + "test_eval_mode_turns_every_dropout_off",
             ],
         ),
     ],
@@ -651,8 +657,7 @@ CLAUSES = {
         ),
         (
             "model(input_ids) -> logits [B, T, V] is all that is needed",
-            NOT_BEHAVIOUR,
-            "what the sampler may rely on",
+            [T3D + "test_generate_feeds_the_whole_prefix_to_a_model_without_a_cache"],
         ),
         (
             "DecoderLM's optional kv_cache may make it faster",

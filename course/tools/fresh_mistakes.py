@@ -6,6 +6,7 @@ how many the public tests catch and what their first failure tells a student.
     python -m course.tools.fresh_mistakes --json out.json   # ... and keep every failure's message
     python -m course.tools.fresh_mistakes --catalogue --parts p1b  # the catalogue's instead
     python -m course.tools.fresh_mistakes --set 51          # issue 51's set (ISSUE51)
+    python -m course.tools.fresh_mistakes --set 58 --local  # issue 58's (ISSUE58)
 
 Instructors only. Each mistake is one text edit of one reference file (course.grading.mutants'
 Mutant: the old text must be there exactly once), planted alone in a copy of the reference
@@ -518,7 +519,37 @@ ISSUE51 = [
       "                   if low <= key(s) and (high is None or key(s) < high)]\n",
       "breakdown's bins exclude their upper bound (inclusive bounds asked)"),
 ]
-SETS = {"1": FRESH, "51": ISSUE51}
+# ------------------------------------------------------------------ issue 58's set
+# The mistakes issue 58 found passing every test or met by a message that named the wrong
+# cause, each planted to check that its part's public tests now fail and say what they saw.
+ISSUE58 = [
+    M("h_p1d_exact_per_position", "p1d", "problem1/train.py",
+      "    return score_predictions(predicted, dataset.tgt_out)\n",
+      "    correct = predicted == dataset.tgt_out\n"
+      "    return correct.all(dim=0).float().mean().item(), correct.float().mean().item()\n",
+      "validate's exact match taken per digit position (.all(dim=0)), not per sum"),
+    M("h_p2d_step_over_sequences", "p2d", "problem2/train.py",
+      "(batch_loss / batch_count).backward()", "(batch_loss / len(batch)).backward()",
+      "train_epoch steps on the batch's summed loss over its number of sequences"),
+    M("h_p2e_generator_kept", "p2e", "problem2/evaluate.py",
+      "    generator = torch.Generator().manual_seed(seed)\n    rotary, sinusoidal, scale",
+      "    generator = score_shift_errors.__dict__.setdefault(\n"
+      "        \"generator\", torch.Generator().manual_seed(seed))\n    rotary, sinusoidal, scale",
+      "score_shift_errors keeps its first generator between calls (the seed then ignored)"),
+    M("h_p3b_scaled_by_d_model", "p3b", "problem3/model.py",
+      "out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)",
+      "out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=d ** -0.5)",
+      "attention scores divided by sqrt(d_model), not sqrt(d_head)"),
+    M("h_p3b_functional_dropout", "p3b", "problem3/model.py",
+      "x = self.dropout(self.tok_emb(input_ids) + self.pos_emb(positions))",
+      "x = F.dropout(self.tok_emb(input_ids) + self.pos_emb(positions), self.dropout.p)",
+      "the embeddings' dropout written F.dropout(x, p): on in eval mode too"),
+    M("h_p3d_newest_token_only", "p3d", "problem3/sample.py",
+      "step_input = next_id if cache[0] else ids", "step_input = next_id",
+      "generate_batch feeds only the newest token after the first step, even to a model "
+      "that leaves kv_cache empty"),
+]
+SETS = {"1": FRESH, "51": ISSUE51, "58": ISSUE58}
 
 def first_line(output: str) -> str:
     """The first line of a failure's message, as a student reads it."""
@@ -575,8 +606,9 @@ def report(name: str, result: dict) -> None:
 def main(argv=None) -> int:
     parser = ArgumentParser(__doc__)
     parser.add_argument("--set", choices=sorted(SETS), default="1",
-                        help="which fresh set: 1, the first two rounds (FRESH), or 51, the set "
-                             "written for issue 51 before its tests (ISSUE51)")
+                        help="which fresh set: 1, the first two rounds (FRESH), 51, the set "
+                             "written for issue 51 before its tests (ISSUE51), or 58, the "
+                             "mistakes issue 58 found missed or misnamed (ISSUE58)")
     parser.add_argument("--only", nargs="+", default=None, help="these mistakes only")
     parser.add_argument("--parts", nargs="+", default=None, help="the mistakes of these parts")
     parser.add_argument("--local", action="store_true",

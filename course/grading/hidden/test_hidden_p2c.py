@@ -45,10 +45,19 @@ def test_rotary_frequencies_by_formula():
 def test_apply_rotary_keeps_float64():
     x = torch.randn(3, 6, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
     out = apply_rotary(x, torch.tensor([2, 0, 9]))
-    assert out.dtype == torch.float64 and out.shape == (3, 6)
+    assert out.dtype == torch.float64 and out.shape == (3, 6), (
+        f"apply_rotary on a float64 x [3, 6] must return float64 [3, 6], not {out.dtype} "
+        f"{list(out.shape)}")
+    # 1e-5 is far above float32 rounding (about 1e-7 here): what fails is the rotation itself
+    as_float32 = apply_rotary(x.float(), torch.tensor([2, 0, 9])).double()
+    float32_gap = (as_float32 - rotated(x.float(), [2, 0, 9])).abs().max().item()
+    why = (f"the same x in float32 is rotated right (to {float32_gap:.1g}): only the float64 "
+           "path differs" if float32_gap < 1e-5 else
+           f"the same x in float32 is off too (by up to {float32_gap:.3g}): the public "
+           "test_apply_rotary_matches_complex_rotation names the usual mistakes")
     torch.testing.assert_close(out, rotated(x, [2, 0, 9]), atol=1e-5, rtol=0, msg=lambda m: (
-        "apply_rotary on float64 must rotate each pair (x_2i, x_2i+1) by position * theta_i "
-        f"in float64 too: is the angle computed or applied in float32?\n{m}"))
+        "apply_rotary on float64 must rotate each pair (x_2i, x_2i+1) by position * theta_i: "
+        f"{why}\n{m}"))
 
 
 def test_apply_rotary_on_a_single_sequence_and_on_five_dimensions():

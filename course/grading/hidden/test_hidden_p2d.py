@@ -85,16 +85,22 @@ def test_train_epoch_at_learning_rate_zero_reports_the_mean_loss():
     optimizer = optim.Adam(model.parameters(), lr=0.0)
     result = train_epoch(model, optimizer, tokens, targets,
                          sandbox_torch.Generator().manual_seed(0), batch_size=4, max_steps=100)
-    assert int(result["steps"]) == 3  # batches of 4, 4 and 2
+    assert int(result["steps"]) == 3, (  # batches of 4, 4 and 2
+        f"train_epoch over 10 rows in batches of 4 must take 3 steps, not {int(result['steps'])}")
     with torch.no_grad():
         logits = twin(tokens)
     expected = F.cross_entropy(logits.reshape(-1, 16), targets.reshape(-1), ignore_index=I)
     accuracy = ((logits.argmax(-1) == targets).sum() / (targets != I).sum()).item()
-    assert float(result["loss"]) == pytest.approx(expected.item(), rel=1e-5)
-    assert float(result["accuracy"]) == pytest.approx(accuracy)
+    assert float(result["loss"]) == pytest.approx(expected.item(), rel=1e-5), (
+        "train_epoch at lr 0 must report the summed loss over the number of targets "
+        f"({expected.item():.4f} here), not {float(result['loss']):.4f}")
+    assert float(result["accuracy"]) == pytest.approx(accuracy), (
+        f"train_epoch at lr 0 must report the correct predictions over the targets "
+        f"({accuracy:.4f} here), not {float(result['accuracy']):.4f}")
     capped = train_epoch(model, optimizer, tokens, targets,
                          sandbox_torch.Generator().manual_seed(0), batch_size=4, max_steps=2)
-    assert int(capped["steps"]) == 2
+    assert int(capped["steps"]) == 2, (
+        f"train_epoch with max_steps=2 must take 2 steps, not {int(capped['steps'])}")
 
 
 def test_train_epoch_step_follows_the_mean_over_targets():
@@ -107,5 +113,25 @@ def test_train_epoch_step_follows_the_mean_over_targets():
                 sandbox_torch.Generator().manual_seed(0), batch_size=6, max_steps=1)
     loss = F.cross_entropy(twin(tokens).reshape(-1, 16), targets.reshape(-1), ignore_index=I)
     loss.backward()
-    for (name, p), q in zip(model.named_parameters(), twin.parameters()):
-        torch.testing.assert_close(p, q - q.grad, atol=1e-6, rtol=1e-5, msg=name)
+    steps = {name: (p.detach() - q.detach(), -q.grad) for (name, p), q in
+             zip(model.named_parameters(), twin.parameters())}
+    step = torch.cat([taken.flatten() for taken, _ in steps.values()])
+    wanted = torch.cat([minus_grad.flatten() for _, minus_grad in steps.values()])
+    factor = (step @ wanted / (wanted @ wanted)).item()  # the step along minus the gradient
+    count, n, positions = int((targets != I).sum()), tokens.shape[0], tokens.numel()
+    factors = {f"the summed loss ({count} times the right step)": count,
+               f"the summed loss over the sequences ({count / n:.4g} times)": count / n,
+               f"the mean over every position, ignored ones included ({count / positions:.4g} "
+               "times)": count / positions}
+    same = [why for why, f in factors.items() if abs(factor - f) < 1e-4 * f]
+    parallel = torch.allclose(step, factor * wanted, atol=1e-6, rtol=1e-5)
+    why = ("it is the step of " + ", or ".join(same) if parallel and same else
+           f"it is {factor:.4g} times the right step, not the step of " + ", or ".join(factors)
+           if parallel else "it is not along minus that gradient, so it is the step of another "
+           "loss or another batch")
+    for name, (taken, minus_grad) in steps.items():
+        torch.testing.assert_close(taken, minus_grad, atol=1e-6, rtol=1e-5,
+                                   msg=lambda m, name=name: (
+            "train_epoch with SGD at lr 1 on one batch of every sequence must step by minus "
+            "the gradient of the mean cross-entropy over the positions with a target: "
+            f"{name} moved otherwise; measured over every parameter, {why}\n{m}"))

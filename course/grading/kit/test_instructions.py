@@ -51,15 +51,20 @@ def test_the_points_are_the_rubrics():
 
 
 def test_the_public_test_count_is_pytests():
-    """README's count of the public tests is what pytest collects in tests/."""
-    found = re.search(r"`pytest` \(the public tests, (\d+)\)", flat(README))
+    """The READMEs' count of the public tests is what pytest collects in tests/."""
     done = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "tests",
                            "-p", "no:cacheprovider"], cwd=REPO_ROOT, capture_output=True,
                           text=True, timeout=300)
     collected = re.search(r"(\d+) tests? collected", done.stdout)
     assert collected, done.stdout[-2000:] + done.stderr[-2000:]
-    assert found and int(found.group(1)) == int(collected.group(1)), \
-        f"course/README.md: write `pytest` (the public tests, {collected.group(1)})"
+    count = int(collected.group(1))
+    found = re.search(r"`pytest` \(the public tests, (\d+)\)", flat(README))
+    assert found and int(found.group(1)) == count, \
+        f"course/README.md: write `pytest` (the public tests, {count})"
+    students = re.search(r"`pytest` runs every public test \((\d+) tests",
+                         flat((REPO_ROOT / "README.md").read_text()))
+    assert students and int(students.group(1)) == count, \
+        f"README.md: write `pytest` runs every public test ({count} tests"
 
 
 def test_every_module_of_the_kit_is_in_the_file_map():
