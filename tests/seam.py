@@ -33,6 +33,7 @@ import io
 import json
 import math
 import os
+import re
 import struct
 import sys
 import traceback
@@ -45,6 +46,11 @@ MAX_MESSAGE_BYTES = 16 * 2**20  # one request or reply (the graded tests send 2.
 MAX_DEPTH = 64  # nesting of lists, tuples, dicts and sets
 MAX_TEXT_CHARS = 1_000_000  # a string, or the output a call printed
 MAX_INT_DIGITS = 1000
+MAX_NODES = 1_000_000  # values in one message, each list, dict, string or number one
+MAX_ITEMS = 2_000_000  # a message's tensor and array values, with the rows `tolist()` makes
+# of them: what the side that takes a message may have to build from it (the graded tests'
+# largest reply holds about 700,000)
+JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"')
 ERROR_ARG_CHARS = 100_000  # an exception's argument, as the test sees it
 TORCH_DTYPES = {str(d).removeprefix("torch."): d for d in (
     torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64,
@@ -67,11 +73,14 @@ class RemoteError(Exception):
 # ------------------------------------------------------------------------------ encoding
 class Encoder:
     """Values as (JSON-able tree, blobs). `handle(obj)` turns a non-data leaf into a tree
-    node (a reference), or raises SeamError."""
+    node (a reference), or raises SeamError; so does a value of more than limit parts, as
+    soon as it is found to be one (a structure that shares a list with itself many times
+    over is a small graph but a huge tree)."""
 
-    def __init__(self, handle):
-        self.handle = handle
+    def __init__(self, handle, limit: int = MAX_NODES):
+        self.handle, self.limit = handle, limit
         self.blobs: list[bytes] = []
+        self.nodes = 0  # values encoded so far: a value shared n times counts n times
 
     def blob(self, data: bytes) -> int:
         self.blobs.append(data)
@@ -80,6 +89,10 @@ class Encoder:
     def encode(self, value, depth: int = 0):
         if depth > MAX_DEPTH:
             raise SeamError(f"a value nested deeper than {MAX_DEPTH} levels")
+        self.nodes += 1
+        if self.nodes > self.limit:
+            raise SeamError(f"a value made of more than {self.limit:,} values (lists, dicts, "
+                            "strings, numbers; one shared n times counts n times)")
         kind = type(value)
         if value is None or kind in (bool, str):
             return value
@@ -140,6 +153,7 @@ class Decoder:
 
     def __init__(self, blobs: list[bytes], ref):
         self.blobs, self.ref = blobs, ref
+        self.items = 0  # tensor and array values so far, with their rows (take)
 
     def blob(self, index) -> bytes:
         if type(index) is not int or not 0 <= index < len(self.blobs):
@@ -237,10 +251,25 @@ class Decoder:
             raise SeamError("a malformed shape")
         return body
 
+    def take(self, shape: list[int], what: str) -> None:
+        """Count a tensor's or array's values and the rows `tolist()` would make of them;
+        SeamError once the message holds more than MAX_ITEMS."""
+        rows, prefix = 0, 1
+        for size in shape[:-1]:
+            prefix *= size
+            rows += prefix
+        self.items += math.prod(shape) + rows
+        if self.items > MAX_ITEMS:
+            raise SeamError(
+                f"{what} of shape {' x '.join(f'{n:,}' for n in shape) or '()'} "
+                f"({math.prod(shape):,} values in {rows:,} rows): one message may hold "
+                f"{MAX_ITEMS:,} values and rows in all, far more than a test needs")
+
     def tensor(self, node: dict) -> torch.Tensor:
         dtype, shape = node.get("dtype"), self.ints(node.get("shape"))
         if dtype not in TORCH_DTYPES:
             raise SeamError("a tensor of an unknown dtype")
+        self.take(shape, "a tensor")
         dtype = TORCH_DTYPES[dtype]
         raw = self.blob(node["$tensor"])
         count = math.prod(shape)
@@ -254,6 +283,7 @@ class Decoder:
         dtype, shape = node.get("dtype"), self.ints(node.get("shape"))
         if dtype not in NUMPY_DTYPES:
             raise SeamError("an array of an unknown dtype")
+        self.take(shape, "an array")
         dtype = NUMPY_DTYPES[dtype]
         raw = self.blob(node[tag])
         if len(raw) != math.prod(shape) * dtype.itemsize:
@@ -275,7 +305,11 @@ def unpack(message: bytes) -> tuple:
     """(tree, blobs) of a message, or SeamError."""
     try:
         (size,) = struct.unpack_from("<Q", message)
-        header = json.loads(message[8:8 + size])
+        text = message[8:8 + size]
+        structure = JSON_STRING.sub(b"", text)
+        if sum(structure.count(mark) for mark in b",[{") >= MAX_NODES:
+            raise SeamError(f"a message of more than {MAX_NODES:,} values")
+        header = json.loads(text)
         sizes = header["blobs"]
         if type(sizes) is not list or not all(type(n) is int and n >= 0 for n in sizes):
             raise ValueError
@@ -532,8 +566,13 @@ class Session:
             self.transport = self.factory()
         encoder = Encoder(_client_handle)
         tree = encoder.encode({"op": op, "target": target, **fields})
-        reply_tree, blobs = unpack(self.transport.exchange(pack(tree, encoder.blobs)))
-        reply = Decoder(blobs, _client_ref).decode(reply_tree)
+        message = self.transport.exchange(pack(tree, encoder.blobs))
+        try:
+            reply_tree, blobs = unpack(message)
+            reply = Decoder(blobs, _client_ref).decode(reply_tree)
+        except SeamError as err:
+            raise SeamError(f"what the code under test returned for {_asked(op, target, fields)} "
+                            f"was refused: {err}") from None
         if type(reply) is not dict:
             raise SeamError("a malformed reply")
         for stream, text in ((sys.stdout, reply.get("stdout")), (sys.stderr, reply.get("stderr"))):
@@ -546,6 +585,13 @@ class Session:
     def close(self) -> None:
         if self.transport is not None:
             self.transport.close()
+
+
+def _asked(op: str, target: Remote, fields: dict) -> str:
+    """A request in words: "getitem [0] on <remote problem1.dataset.AdditionDataset>"."""
+    detail = {"getattr": f" .{fields.get('name')}",
+              "getitem": f" [{fields.get('key')!r}]"[:40]}.get(op, "")
+    return f"{op}{detail} on {target!r}"
 
 
 def _client_handle(value) -> dict:

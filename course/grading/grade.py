@@ -76,7 +76,7 @@ from course.grading.intake import (
     keep_graded_code,
     submission_code,
 )
-from course.grading.judges import Seat, run_tests
+from course.grading.judges import WALL_FACTOR, Seat, run_tests
 from course.grading.scoring import CODE_ONLY, grade_results, part_entries
 from course.grading.trusted import Kit, read_kit
 from course.grading.users import (
@@ -93,8 +93,11 @@ from course.grading.zygote import Zygote
 from provided.common import DATA_DIR, REPO_ROOT, ArgumentParser, fail, script
 from provided.results import write_json
 
-TEST_CPU_S = 20  # one test's limit at one full core (the slowest reference test: 3.5 s)
+TEST_CPU_S = 20  # one test's CPU time limit, its code's and the test's own (the slowest
+# reference test: 3.5 s); the wall-clock backstop is judges.WALL_FACTOR times it, at a job's
+# CPU share
 TOO_LATE = "not graded: the grading time limit was reached"
+RESULTS_SHARE = 1 / 3  # of the grading's time, what recomputing the results may take
 STOPPED = "not graded: the grader stopped before this test ran (time limit?)"
 
 
@@ -112,9 +115,10 @@ class Budget:
 class Grader:
     """What grading needs, ready before any submission is read: the kit, a pool of sandbox
     users per job (course/grading/users.py), the zygote the sandboxes are forked from, one
-    test's time limit; code_only: the results are not graded (the grader has no data);
-    judges: per job, the user its judge runs as (none when not sealed); reader: the user
-    a submission's weights are parsed as (course/grading/weights.py)."""
+    test's CPU time limit (CPU-seconds); code_only: the results are not graded (the grader
+    has no data); judges: per job, the user its judge runs as (none when not sealed);
+    reader: the user a submission's weights are parsed as (course/grading/weights.py);
+    share: the CPUs a job may use."""
     kit: Kit
     sandboxes: list  # [job][user]: Sandbox
     zygote: Zygote
@@ -122,6 +126,7 @@ class Grader:
     code_only: bool = False
     judges: list = field(default_factory=list)  # [job]: Sandbox
     reader: Sandbox = field(default_factory=Sandbox)  # who parses a submission's weights
+    share: float = 1.0  # the quota over the jobs, at most 1
 
     @property
     def sealed(self) -> bool:
@@ -204,8 +209,9 @@ def run_judges(grader: Grader, judge_tree: Path, template: Path, nodes: list[str
     arrived = queue.Queue()
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         groups = test_groups(grader.kit, list(grader.kit.tests))
+        spent = {}  # {group: CPU-seconds}, of every judge's tests
         futures = [pool.submit(judge_share, grader, index, nodes[index::jobs], judge_tree,
-                               template, budget, scratch, arrived.put, groups)
+                               template, budget, scratch, arrived.put, groups, spent)
                    for index in range(jobs)]
         done = 0
         while done < jobs:
@@ -219,7 +225,8 @@ def run_judges(grader: Grader, judge_tree: Path, template: Path, nodes: list[str
 
 
 def judge_share(grader: Grader, index: int, nodes: list[str], judge_tree: Path,
-                template: Path, budget: Budget, scratch: Path, report, groups: dict) -> None:
+                template: Path, budget: Budget, scratch: Path, report, groups: dict,
+                spent: dict) -> None:
     """Judge index's share of the tests (in a thread of run_judges): each outcome, then
     each node left without one, reported as (node, passed, output); None when done."""
     try:
@@ -230,7 +237,8 @@ def judge_share(grader: Grader, index: int, nodes: list[str], judge_tree: Path,
         seat = Seat(grader.zygote, pool, judge, template, work, work / "pytest")
         result = run_tests(judge_tree, nodes, seat, str(REPO_ROOT), budget.test_seconds,
                            budget.deadline, TOO_LATE,
-                           lambda node, passed, output: report((node, passed, output)), groups)
+                           lambda node, passed, output: report((node, passed, output)), groups,
+                           grader.share, spent)
         remove_cgroups(work)
         kill_spawned(work, pool)
         for node in nodes:
@@ -276,7 +284,8 @@ def grade(submission: Path, grader: Grader, parts: list[str], out: Path | None,
             keep_graded_code(keep, taken.code)
         results = grade_results(kit, taken.root, scratch,
                                 CODE_ONLY if grader.code_only else None,
-                                (grader.zygote.path, grader.reader))
+                                (grader.zygote.path, grader.reader),
+                                time.monotonic() + budget.left() * RESULTS_SHARE)
         outcomes = {}
         save(out, results_json(code_entries(kit, parts, outcomes, taken.reasons, taken.told)
                                + results, start, taken.note))
@@ -337,9 +346,8 @@ def setup(parts: list[str], jobs: int | None = None, scratch: Path | None = None
     folder.chmod(0o711)  # the judges, as their own users, reach the zygote's socket
     zygote = Zygote(folder)
     print(f"sandbox isolation: {zygote.isolation}", flush=True)
-    test_seconds = TEST_CPU_S / min(1.0, cpu_quota() / jobs)
-    return Grader(read_kit(parts), sandboxes, zygote, test_seconds, code_only, judges,
-                  sandbox_user())
+    return Grader(read_kit(parts), sandboxes, zygote, TEST_CPU_S, code_only, judges,
+                  sandbox_user(), min(1.0, cpu_quota() / jobs))
 
 
 def check_grader_data(data_dir: Path | None = None) -> None:
@@ -367,9 +375,9 @@ def parse_args(argv=None):
                         help="seconds for one submission; tests not reached by then score 0 "
                              "(default %(default)s, inside Gradescope's 10 minutes)")
     parser.add_argument("--test-seconds", type=float, default=None,
-                        help=f"one test's time limit (default {TEST_CPU_S} s at one full "
-                             "core, divided by the CPU share of one job: 40 s in Gradescope's "
-                             "0.5 vCPU; local pytest allows 120 s, for a busy machine)")
+                        help=f"one test's CPU time limit (default {TEST_CPU_S} CPU-seconds, its "
+                             "code's and the test's own; the wall clock stops a test at "
+                             f"{WALL_FACTOR} times that, at a job's CPU share)")
     parser.add_argument("--code-only", action="store_true",
                         help="grade the code without the grader's data: every results entry "
                              "then says 'not graded: --code-only' and earns nothing")

@@ -22,8 +22,10 @@ import functools
 import json
 import os
 import re
+import resource
 import shutil
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -36,10 +38,20 @@ OUTPUT_CHARS = 2500
 MESSAGE_CHARS = 600  # the failing assertion's own message, shown first
 MAX_OUTPUT = 4 * OUTPUT_CHARS  # a test's whole output (its setup, call and teardown)
 PR_SET_DUMPABLE, PR_SET_NO_NEW_PRIVS = 4, 38
+JUDGE_MEMORY = 1024 * 2**20  # what a judge may map beyond its size at its start: a test's
+# own values and what it builds from the replies it takes (tests/seam.py bounds each reply)
+OOM_SCORE = 500  # the kernel's OOM killer takes a sandbox (1000) first, then a judge, never
+# another process of the grader
 NODES = "nodes.json"  # in a judge's tree: the node ids it runs, in order
 # modules of the repository the grader imported itself: a judge imports its tree's instead
 REPOSITORY_ROOTS = ("problem1", "problem2", "problem3", "provided", "tests", "conftest",
                     "tiny")
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def boot_ticks() -> float:
+    """Now, in the clock ticks since boot in which /proc/<pid>/stat gives a start time."""
+    return time.clock_gettime(time.CLOCK_BOOTTIME) * TICKS
 
 
 class Reporter:
@@ -67,7 +79,7 @@ class Reporter:
 
     def pytest_runtest_logstart(self, nodeid, location) -> None:
         self.failures = []
-        self.send(event="start", node=nodeid)
+        self.send(event="start", node=nodeid, at=boot_ticks())
 
     def pytest_runtest_logreport(self, report) -> None:
         if report.skipped:
@@ -87,11 +99,14 @@ def failure_text(report, hidden: bool = False) -> str:
     cut to its end if long. A hidden test's output is its message alone, with no path of
     the grader's: pytest's report would show the hidden test's code and lines."""
     text = report.longreprtext
-    if "Failed: Timeout" in text:  # pytest-timeout's own message
-        first = ("this test ran over its time limit (an endless loop, or a far too slow "
-                 "implementation?)")
-    else:
-        first = getattr(getattr(report.longrepr, "reprcrash", None), "message", "") or ""
+    first = getattr(getattr(report.longrepr, "reprcrash", None), "message", "") or ""
+    if "Failed: Timeout" in text:  # pytest-timeout's own message, at the wall backstop
+        first = ("this test ran over its wall-clock backstop (waiting or sleeping: a lock "
+                 "never released, a queue never fed, a worker that never ends?)")
+    elif first.startswith("MemoryError") and "in the code under test:" not in text:
+        first = (f"MemoryError in the test, over the judge's memory budget ({JUDGE_MEMORY >> 20}"
+                 " MiB for a test): what the code under test returned, or what the test built "
+                 "from it, was far larger than the test needs")
     first = first[:MESSAGE_CHARS]
     if hidden:
         return GRADER_PATH.sub("", first) or "this hidden test failed"
@@ -109,20 +124,33 @@ class SeamTransport:
     submission_seam fixture asks pytest's plugin manager for it by NAME (a local pytest run
     has none, and uses the seam's Loopback) and calls factory() at the test's first call.
 
-    It also says what of pytest's basetemp a test's sandbox may use (shared): every folder
-    there but the other tests' own tmp_path folders, which are named after their tests. The
-    basetemp itself stays the judge's and unlistable (mode 0711), so no sandbox learns a hidden
-    test's name or reads a folder another test's judge wrote for it."""
+    It also says what of pytest's basetemp a test's sandbox may use (shared): the folders
+    made by the tests of its own file (a module's fixture shares one among them), but the
+    other tests' own tmp_path folders, each removed as its test ends. When the tests of
+    another file begin, every folder of the basetemp is removed first: nothing a test or its
+    sandbox left there reaches a test of another file. The basetemp itself stays the
+    judge's and unlistable (mode 0711), so no sandbox learns a hidden test's name."""
 
     NAME = "seam-transport"
 
     def __init__(self, make_transport, basetemp: Path, pool: list[Sandbox]):
         self.make_transport, self.basetemp, self.pool = make_transport, basetemp, pool
-        self.tests, self.others = 0, set()
+        self.tests, self.others, self.module = 0, set(), None
         self.__name__ = self.NAME  # the name pytest registers the plugin under
 
+    @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_setup(self, item) -> None:
+        """Before the test's fixtures: a test of another file than the last finds the
+        basetemp empty."""
         self.tests += 1
+        module = item.nodeid.split("::")[0]
+        if module != self.module and self.basetemp.is_dir():
+            for path in self.basetemp.iterdir():
+                if path.is_dir() and not path.is_symlink():
+                    shutil.rmtree(path, onerror=_open_and_retry)
+                else:
+                    path.unlink(missing_ok=True)
+        self.module = module
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_teardown(self, item):
@@ -219,6 +247,24 @@ class SandboxTransport:
         self.warden.call("close", tree=self.tree)
 
 
+def budget_memory() -> None:
+    """The judge's own memory budget: JUDGE_MEMORY of address space beyond what it maps
+    now (a reply that would grow past it raises MemoryError in its test alone), and an OOM
+    score that gives it to the kernel's OOM killer before any grader process but a
+    sandbox."""
+    status = Path("/proc/self/status").read_text()
+    size = int(next(line.split()[1] for line in status.splitlines()
+                    if line.startswith("VmSize:"))) * 1024
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    limit = size + JUDGE_MEMORY
+    resource.setrlimit(resource.RLIMIT_AS, (limit if hard == resource.RLIM_INFINITY
+                                            else min(limit, hard),) * 2)
+    try:
+        Path("/proc/self/oom_score_adj").write_text(str(OOM_SCORE))
+    except OSError:
+        pass
+
+
 def drop_root(judge: Sandbox) -> None:
     """Become the judge's own user (sealed), for good: no way back to root, no new
     privilege from an executable (PR_SET_NO_NEW_PRIVS)."""
@@ -237,6 +283,7 @@ def main(request: dict, fd: int, facts: dict) -> None:
     pool = [Sandbox(uid, gid) for uid, gid in spec["pool"]]
     judge = Sandbox(*spec["judge"]) if spec.get("judge") else Sandbox()
     warden = Warden(spec, facts["zygote"])
+    budget_memory()
     drop_root(judge)
     transport = functools.partial(SandboxTransport, warden)
     run_judge(Path(request["tree"]), request["args"], fd, transport, pool, request["repo"])

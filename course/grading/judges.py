@@ -16,8 +16,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from course.grading.judge import NODES, OUTPUT_CHARS
-from course.grading.users import give
+from course.grading.judge import NODES, OUTPUT_CHARS, TICKS, boot_ticks
+from course.grading.users import SPAWNED, give
 from course.grading.warden import remove_cgroups
 
 
@@ -34,14 +34,83 @@ def end(pid: int) -> None:
 @dataclass
 class RunResult:
     """Outcomes of a judge's tests: {node id: (passed, output)}, plus a reason for the rest;
-    the seconds each group of tests has taken so far."""
+    the CPU-seconds each group of tests has taken so far."""
     outcomes: dict = field(default_factory=dict)
     unreached: str = ""  # why tests without an outcome have none
-    spent: dict = field(default_factory=dict)  # {group: seconds}
+    spent: dict = field(default_factory=dict)  # {group: CPU-seconds}
 
 
 GROUP_TESTS = 3  # a group's tests (a part's public or hidden ones) may take this many
 # tests' time limits together: an endless loop in a part's code costs that part's time
+WALL_FACTOR = 5  # a test's wall-clock backstop: this many times its CPU limit at the job's
+# CPU share (a test that sleeps or waits uses no CPU; this ends it)
+POLL_SECONDS = 0.25  # how often a running test's CPU time is read
+JUDGE_GRACE = 15  # after a test's wall backstop (pytest-timeout's, in the judge), the
+# seconds the grader gives the judge to report before it ends the judge itself
+
+
+# ------------------------------------------------------------------------- CPU time
+def _stat(pid: str) -> list[str] | None:
+    """/proc/<pid>/stat's fields after the command's name (field 3 first), or None."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            return stat.read().rsplit(b")", 1)[1].decode().split()
+    except (OSError, IndexError):
+        return None
+
+
+def _cpu(fields: list[str]) -> int:
+    """A process's CPU time in ticks, user and system, its own and its reaped children's."""
+    return sum(int(n) for n in fields[11:15])
+
+
+@dataclass
+class Meter:
+    """The CPU time of the test a judge runs, as the kernel counts it: the judge's own
+    (pid), and that of every sandbox process started since the test began (sealed: every
+    process of the judge's sandbox users; unsealed: every process in a sandbox's session,
+    the sandboxes' pids read from the judge's work folder). A process's time includes its
+    reaped children's (/proc/<pid>/stat's cutime and cstime), so a pool's workers count when
+    they exit. The same count in every mode, cgroup or none: the deployed mode has none."""
+    pid: int
+    uids: set
+    work: Path
+    start: float = 0.0  # the test's start, in boot ticks
+    judge_start: int = 0  # the judge's CPU ticks then
+
+    def begin(self, at: float | None) -> None:
+        """A test starts (at: when, in boot ticks, as the judge saw it)."""
+        self.start = boot_ticks() if at is None else float(at)
+        fields = _stat(str(self.pid))
+        self.judge_start = _cpu(fields) if fields else 0
+
+    def seconds(self) -> float:
+        """CPU seconds the current test has used so far."""
+        fields = _stat(str(self.pid))
+        used = (_cpu(fields) - self.judge_start) if fields else 0
+        sessions = None if self.uids else self._sessions()
+        for pid in os.listdir("/proc"):
+            if not pid.isdigit() or pid == str(self.pid):
+                continue
+            if self.uids:
+                try:
+                    if os.stat(f"/proc/{pid}").st_uid not in self.uids:
+                        continue
+                except OSError:
+                    continue
+            fields = _stat(pid)
+            if fields is None or int(fields[19]) < self.start:
+                continue
+            if sessions is not None and int(fields[3]) not in sessions:
+                continue
+            used += _cpu(fields)
+        return used / TICKS
+
+    def _sessions(self) -> set[int]:
+        try:
+            return {int(n) for n in (self.work / SPAWNED).read_text().split()}
+        except (OSError, ValueError):
+            return set()
 
 
 @dataclass(frozen=True)
@@ -59,30 +128,47 @@ class Seat:
 
 def run_tests(tree: Path, nodes: list[str], seat: Seat, repo: str, test_seconds: float,
               deadline: float, too_late: str, on_outcome=None,
-              groups: dict | None = None) -> RunResult:
-    """Run nodes (pytest node ids, in order) in judges over tree. A test that derails its
-    judge fails, and a fresh judge takes the tests after it. The tests of one group
-    (groups: {node: name}, e.g. a part's hidden tests) may take GROUP_TESTS * test_seconds
-    together: then the rest of the group fails, saying so. At the deadline the tests not
-    done fail with the reason too_late. on_outcome(node, passed, output) is called as each
-    outcome arrives."""
-    result = RunResult()
-    groups = groups or {}
+              groups: dict | None = None, share: float = 1.0,
+              spent: dict | None = None) -> RunResult:
+    """Run nodes (pytest node ids, in order) in judges over tree. Each test may use
+    test_seconds of CPU time (Meter), and WALL_FACTOR times that, at the job's CPU share,
+    of wall-clock time. A test that derails its judge fails, and a fresh judge takes the
+    tests after it. The tests of one group (groups: {node: name}, e.g. a part's hidden
+    tests) may take GROUP_TESTS * test_seconds of CPU time together: then the rest of the
+    group fails, saying so (spent: {group: CPU-seconds}, shared by the judges that run a
+    group's tests side by side). At the deadline the tests not done fail with the reason
+    too_late. on_outcome(node, passed, output) is called as each outcome arrives."""
+    result = RunResult(spent={} if spent is None else spent)
+    limits = Limits(test_seconds, WALL_FACTOR * test_seconds / min(1.0, share), groups or {})
     remaining = list(nodes)
     while remaining:
         if time.monotonic() >= deadline:
-            result.unreached = too_late
             break
-        done = _one_judge(tree, remaining, seat, repo, result, test_seconds, deadline,
-                          too_late, on_outcome, groups)
+        done = _one_judge(tree, remaining, seat, repo, result, limits, deadline, too_late,
+                          on_outcome)
         remaining = [n for n in remaining if n not in result.outcomes]
         if done:
             break
+    if remaining and time.monotonic() >= deadline:
+        result.unreached = too_late
     return result
 
 
-def _one_judge(tree, nodes, seat, repo, result, test_seconds, deadline, too_late,
-               on_outcome, groups) -> bool:
+@dataclass(frozen=True)
+class Limits:
+    """A test's CPU limit (cpu, CPU-seconds) and wall-clock backstop (wall, seconds), and
+    the groups its CPU time counts to ({node: group})."""
+    cpu: float
+    wall: float
+    groups: dict
+
+    @property
+    def group_cpu(self) -> float:
+        return GROUP_TESTS * self.cpu
+
+
+def _one_judge(tree, nodes, seat, repo, result, limits, deadline, too_late,
+               on_outcome) -> bool:
     """One judge over nodes; True when it ended by itself with nothing to retry."""
     own = seat.work / f"judge-{time.monotonic_ns()}"  # its hidden files leave it
     shutil.copytree(tree, own)
@@ -92,7 +178,7 @@ def _one_judge(tree, nodes, seat, repo, result, test_seconds, deadline, too_late
         os.chown(seat.work, seat.judge.uid, seat.judge.gid)
     read_fd, write_fd = os.pipe()
     args = ["-q", "-p", "no:cacheprovider", "--basetemp", str(seat.basetemp), "-o",
-            f"timeout={max(1, int(test_seconds))}"]
+            f"timeout={max(1, int(limits.wall))}"]
     try:
         pid = seat.zygote.fork("judge", {
             "tree": str(own), "args": args, "repo": repo,
@@ -103,51 +189,32 @@ def _one_judge(tree, nodes, seat, repo, result, test_seconds, deadline, too_late
                         "basetemp": str(seat.basetemp)}}, write_fd)
     finally:
         os.close(write_fd)
-    buffer, current, collect_error, started = b"", None, "", 0.0
-    backstop = test_seconds + 15  # pytest-timeout ends a test first; this ends a stuck judge
-    group_seconds = GROUP_TESTS * test_seconds
-    limit = time.monotonic() + 4 * test_seconds  # collection included
+    meter = Meter(pid, {user.uid for user in seat.pool if user.sealed}, seat.work)
+    test = Current(result, limits, on_outcome)
+    buffer, collect_error = b"", ""
+    startup = 4 * limits.wall / WALL_FACTOR  # collection included
+    limit = time.monotonic() + startup
     ended_by_itself = False
-    def record(node: str, passed: bool, output: str) -> None:
-        result.outcomes.setdefault(node, (passed, output))
-        if on_outcome is not None:
-            on_outcome(node, *result.outcomes[node])
-
-    def finish(node: str) -> str | None:
-        """Count node's time to its group; its group's name once the group is over time."""
-        group = groups.get(node)
-        if group is None:
-            return None
-        result.spent[group] = result.spent.get(group, 0.0) + time.monotonic() - started
-        return group if result.spent[group] >= group_seconds else None
-
-    def start(node: str) -> float:
-        """When the test that starts now must have ended: its own limit or its group's."""
-        group = groups.get(node)
-        if group is None:
-            return time.monotonic() + backstop
-        return time.monotonic() + min(backstop, group_seconds - result.spent.get(group, 0.0))
-
     try:
         while True:
+            if test.node is not None and (why := test.over_cpu(meter.seconds())):
+                test.fail(why, nodes)
+                return False
             wait = min(limit, deadline) - time.monotonic()
             if wait <= 0:
-                if current is not None and time.monotonic() >= deadline:
-                    record(current, False, too_late)
-                elif current is not None and (over := finish(current)) is not None:
-                    why = (f"not graded: the tests of {over} ran over their time limit of "
-                           f"{group_seconds:.0f} s together")
-                    for node in [current, *(n for n in nodes if groups.get(n) == over)]:
-                        record(node, False, why)
-                elif current is not None:
-                    record(current, False, f"not graded: this test ran over its time limit of "
-                           f"{test_seconds:.0f} s")
-                elif not result.unreached:
+                past = time.monotonic() >= deadline
+                if past:
+                    result.unreached = too_late
+                if test.node is not None:
+                    test.fail(too_late if past else
+                              f"not graded: this test took over {limits.wall:.0f} s of "
+                              f"wall-clock time (its limit: {limits.cpu:.0f} CPU-seconds; a "
+                              "test that waits or sleeps ends at this backstop)", nodes)
+                elif not past and not result.unreached:
                     result.unreached = ("not graded: the tests did not start within "
-                                        f"{4 * test_seconds:.0f} s" if time.monotonic() < deadline
-                                        else too_late)
-                return time.monotonic() >= deadline or current is None
-            ready, _, _ = select.select([read_fd], [], [], wait)
+                                        f"{startup:.0f} s")
+                return past or test.node is None
+            ready, _, _ = select.select([read_fd], [], [], min(wait, POLL_SECONDS))
             if not ready:
                 continue
             chunk = os.read(read_fd, 65536)
@@ -165,24 +232,76 @@ def _one_judge(tree, nodes, seat, repo, result, test_seconds, deadline, too_late
                 if kind == "collect-error":
                     collect_error += str(event.get("output", "")) + "\n"
                 elif kind == "start" and event.get("node") in nodes:
-                    current, started = event["node"], time.monotonic()
-                    limit = start(current)
-                elif kind == "end" and event.get("node") == current:
-                    finish(current)
-                    record(current, event.get("outcome") == "passed", str(event.get("output")))
-                    current = None
-                    limit = time.monotonic() + backstop
+                    meter.begin(event.get("at"))
+                    test.begin(event["node"])
+                    limit = time.monotonic() + limits.wall + JUDGE_GRACE
+                elif kind == "end" and event.get("node") == test.node:
+                    test.over_cpu(meter.seconds())
+                    test.end(event.get("outcome") == "passed", str(event.get("output")))
+                    limit = time.monotonic() + limits.wall + JUDGE_GRACE
     finally:
         os.close(read_fd)
         end(pid)  # its warden dies with it: the sandbox it left is killed here
         remove_cgroups(seat.work)
         shutil.rmtree(own, ignore_errors=True)
-    if current is not None:
-        record(current, False, "the judge stopped during this test (please tell the course "
-                               "staff)")
+    if test.node is not None:
+        test.record(test.node, False, "the judge stopped during this test (out of memory? a "
+                    "value the code under test returned may be far larger than the test "
+                    "needs)")
         return False
     if collect_error:
         result.unreached = "the tests could not be collected:\n" + collect_error[-OUTPUT_CHARS:]
     elif not result.unreached:
         result.unreached = "the judge stopped before this test ran"
     return ended_by_itself
+
+
+@dataclass
+class Current:
+    """The test a judge runs now (node), its CPU time so far, and the books of its group."""
+    result: RunResult
+    limits: Limits
+    on_outcome: object
+    node: str | None = None
+    used: float = 0.0  # CPU seconds, the most read so far
+
+    def begin(self, node: str) -> None:
+        self.node, self.used = node, 0.0
+
+    def record(self, node: str, passed: bool, output: str) -> None:
+        self.result.outcomes.setdefault(node, (passed, output))
+        if self.on_outcome is not None:
+            self.on_outcome(node, *self.result.outcomes[node])
+
+    def over_cpu(self, seconds: float) -> str | None:
+        """Why the test must end now (over its CPU limit, or its group's), else None."""
+        self.used = max(self.used, seconds)
+        group = self.limits.groups.get(self.node)
+        if group is not None and \
+                self.result.spent.get(group, 0.0) + self.used > self.limits.group_cpu:
+            return (f"not graded: the tests of {group} ran over their time limit of "
+                    f"{self.limits.group_cpu:.0f} CPU-seconds together")
+        if self.used > self.limits.cpu:
+            return (f"not graded: this test ran over its time limit of "
+                    f"{self.limits.cpu:.0f} CPU-seconds (an endless loop, or a far too slow "
+                    "implementation?)")
+        return None
+
+    def end(self, passed: bool, output: str) -> None:
+        """The test ended by itself: its CPU time counts to its group."""
+        group = self.limits.groups.get(self.node)
+        if group is not None:
+            self.result.spent[group] = self.result.spent.get(group, 0.0) + self.used
+        self.record(self.node, passed, output)
+        self.node = None
+
+    def fail(self, why: str, nodes: list[str]) -> None:
+        """The test is stopped: it fails with why, and so does the rest of its group when
+        the group is over its time."""
+        group = self.limits.groups.get(self.node)
+        if group is not None:
+            self.result.spent[group] = self.result.spent.get(group, 0.0) + self.used
+        over = group is not None and self.result.spent[group] > self.limits.group_cpu
+        for node in [self.node, *(n for n in nodes if over and self.limits.groups.get(n) ==
+                                   group)]:
+            self.record(node, False, why)

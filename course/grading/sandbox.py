@@ -46,11 +46,10 @@ from pathlib import Path
 
 from course.grading import landlock, syscalls
 from course.grading.users import world_writable_folders
-from course.grading.warden import cgroup_root
+from course.grading.warden import DISK_BYTES, DISK_FILES, MAX_FILE_BYTES, cgroup_root
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEBUG = bool(os.environ.get("GRADE_DEBUG"))  # sandboxes keep the grader's stderr
-MAX_FILE_BYTES = 64 * 2**20  # a sandbox writes no file larger than this
 MAX_PROCESSES = 64  # processes and threads of the sandbox user
 MAX_ADDRESS_BYTES = 4 * 2**30
 CLONE_NEWNS, CLONE_NEWIPC, CLONE_NEWPID, CLONE_NEWNET = (0x00020000, 0x08000000,
@@ -89,7 +88,8 @@ def private_scratch(tree: str, shared: list[str]) -> None:
     inside = lambda folder: any(Path(n).is_relative_to(folder) for n in needed)  # noqa: E731
     for folder in world_writable_folders():
         if not inside(folder):
-            _mount("tmpfs", folder, "tmpfs", MS_NOSUID | MS_NODEV, "size=64m,mode=1777")
+            _mount("tmpfs", folder, "tmpfs", MS_NOSUID | MS_NODEV,
+                   f"size=64m,nr_inodes={DISK_FILES},mode=1777")
     for entry in REPO_ROOT.iterdir():
         if entry.is_symlink() or inside(str(entry)):
             continue
@@ -98,6 +98,19 @@ def private_scratch(tree: str, shared: list[str]) -> None:
                    "size=4k,mode=000")
         elif entry.is_file():
             _mount("/dev/null", str(entry), None, MS_BIND)
+
+
+def private_ipc_limits() -> None:
+    """In the sandbox's own IPC namespace, whose System V objects the warden cannot see
+    (course/grading/warden.py counts them where the sandbox shares the grader's): its
+    shared memory capped at the disk budget, its message queues at 16 of the kernel's
+    default size."""
+    for name, value in (("shmall", DISK_BYTES // os.sysconf("SC_PAGE_SIZE")),
+                        ("shmmax", DISK_BYTES), ("msgmni", 16)):
+        try:
+            Path(f"/proc/sys/kernel/{name}").write_text(str(value))
+        except OSError:
+            pass
 
 
 def _works_in_a_child(attempt) -> bool:
@@ -243,6 +256,7 @@ def main(request: dict, fd: int, facts: dict) -> None:
         uid, gid = request.get("uid"), request.get("gid")
         if uid is not None:
             if facts["namespaces"] and _unshare(NAMESPACES):
+                private_ipc_limits()
                 private_scratch(request["tree"], request.get("shared", []))
                 _become_init()
             _limit(resource.RLIMIT_NPROC, MAX_PROCESSES)  # per user: a fork bomb stops

@@ -47,8 +47,11 @@ def part_entries(kit: Kit, part: str, which: str, outcomes: dict, reason: str,
     return entries
 
 
+RECOMPUTE_SECONDS = 180  # one problem's recomputation at most
+
+
 def recomputed(problem: str, folder: Path, out: Path, bands: dict, readers=None,
-               seconds: float = 180) -> dict:
+               seconds: float = RECOMPUTE_SECONDS) -> dict:
     """course.grading.recompute's {run: {quantity: {"value", "claimed", "status", "why"}}} for the
     submission's results folder (its files copied plain to out first, results_files),
     computed in a forked child, which alone imports the recomputation (its memory is
@@ -104,7 +107,8 @@ STATUS_LINE_CHARS = 240  # one quantity's line in its problem's status entry
 
 
 def grade_results(kit: Kit, root: Path | None, scratch: Path,
-                  not_graded: str | None = None, readers=None) -> list[dict]:
+                  not_graded: str | None = None, readers=None,
+                  deadline: float | None = None) -> list[dict]:
     """Each problem's graded numbers, recomputed by trusted code from the submission's own
     files (course/grading/recompute.py: weights, logs, samples), against the reference bands.
     Only a recomputed value can earn points; one that no file supports is "unverified" and
@@ -116,7 +120,9 @@ def grade_results(kit: Kit, root: Path | None, scratch: Path,
       points: the value and whether it lies in the reference range, never the range.
 
     not_graded (e.g. CODE_ONLY): nothing is recomputed, every entry says so and earns
-    nothing. The entries, and so the maximum, are the same for every submission."""
+    nothing. deadline (time.monotonic()): the recomputations together end by then, a
+    problem not begun by then is not graded, saying so. The entries, and so the maximum,
+    are the same for every submission."""
     entries = []
     for problem, points in RUBRIC.RESULTS.items():
         bands = kit.bands.get(problem)
@@ -137,7 +143,10 @@ def grade_results(kit: Kit, root: Path | None, scratch: Path,
                                   {"status": "unverified", "why": headline})
             missing = "metrics.json (the other files are not read without it)"
         else:
-            found = recomputed(problem, folder, scratch / f"{problem}-results", bands, readers)
+            left = RECOMPUTE_SECONDS if deadline is None else deadline - time.monotonic()
+            found = recomputed(problem, folder, scratch / f"{problem}-results", bands, readers,
+                               min(RECOMPUTE_SECONDS, left)) if left > 0 else {
+                "fault": "the grading's time for recomputing results was spent"}
             items = {(run, q): {"status": "fault", "why": found["fault"]} if "fault" in found
                      else found.get(run, {}).get(q) or {
                          "status": "unverified", "why": "nothing was recomputed for it"}

@@ -604,14 +604,21 @@ def remove_user_ipc(uid: int) -> None:
     os.waitpid(pid, 0)
 
 
-IPC_KINDS = (("shm", "shmid"), ("sem", "semid"), ("msg", "msqid"))  # /proc/sysvipc's
+# /proc/sysvipc's files, each with its id column and the column of the bytes it holds
+IPC_KINDS = (("shm", "shmid", "size"), ("sem", "semid", None), ("msg", "msqid", "cbytes"))
 
 
 def _own_ipc(uid: int) -> list[tuple[str, int]]:
-    """(kind, id) of every System V object uid owns or created (an object given away
-with IPC_SET still names its creator), from /proc/sysvipc."""
+    """(kind, id) of every System V object uid owns or created."""
+    return [(kind, ident) for kind, ident, _ in ipc_objects(uid)]
+
+
+def ipc_objects(uid: int) -> list[tuple[str, int, int | None]]:
+    """(kind, id, bytes it holds: a shared memory segment's size, a message queue's bytes,
+    None for semaphores) of every System V object uid owns or created (an object given away
+    with IPC_SET still names its creator), from /proc/sysvipc."""
     found = []
-    for kind, column in IPC_KINDS:
+    for kind, column, held in IPC_KINDS:
         try:
             lines = Path(f"/proc/sysvipc/{kind}").read_text().splitlines()
         except OSError:
@@ -622,7 +629,8 @@ with IPC_SET still names its creator), from /proc/sysvipc."""
         for line in lines[1:]:
             fields = line.split()
             if uid in (int(fields[header.index("uid")]), int(fields[header.index("cuid")])):
-                found.append((kind, int(fields[header.index(column)])))
+                size = int(fields[header.index(held)]) if held in header else None
+                found.append((kind, int(fields[header.index(column)]), size))
     return found
 
 

@@ -36,6 +36,7 @@ import select
 import shutil
 import signal
 import socket
+import stat
 import struct
 import time
 from pathlib import Path
@@ -44,7 +45,9 @@ from course.grading.users import (
     SPAWNED,
     Sandbox,
     give,
+    ipc_objects,
     open_folder,
+    processes_of,
     remove_tree,
     remove_user_files,
     scrub,
@@ -151,39 +154,103 @@ def remove_cgroups(work: Path) -> None:
 
 
 # ----------------------------------------------------------------------- disk budget
-DISK_BYTES = 256 * 2**20  # what one sandbox may hold on disk at once: its tree, its
-DISK_FILES = 10_000       # test's folders, its POSIX objects in /dev/shm
+DISK_BYTES = 256 * 2**20  # what one sandbox may hold at once outside its processes' memory:
+DISK_FILES = 10_000       # its tree, its test's folders, its entries anywhere in /dev/shm,
+# files without a name that its processes keep open or mapped (unlinked, O_TMPFILE, memfd)
+# and its System V shared memory
 POLL_SECONDS = 0.05  # a running sandbox's disk use is measured after each such run time
+MAX_FILE_BYTES = 64 * 2**20  # RLIMIT_FSIZE of a sandbox: no file of its grows larger
+UNSEEN_MAPPINGS = ("/dev/zero", "/SYSV")  # shared anonymous memory (counted by RLIMIT_AS)
+# and System V segments (counted by their size) in /proc/PID/maps
 
 
 def usage(folders: list[int], uid: int | None) -> tuple[int, int]:
-    """(bytes, entries) beneath the open folders, and of uid's entries in /dev/shm."""
+    """(bytes, entries) beneath the open folders, plus (sealed) uid's entries anywhere
+    beneath /dev/shm and what its processes hold without a name (held)."""
     total = [0, 0]
 
-    def visit(_dir_fd, _name, _fd, info) -> None:
-        total[0] += info.st_blocks * 512
-        total[1] += 1
-
-    for folder in folders:
-        walk_fd(folder, visit)
-    if uid is not None and os.path.isdir("/dev/shm"):
-        for entry in os.scandir("/dev/shm"):
-            try:
-                info = entry.stat(follow_symlinks=False)
-            except OSError:
-                continue
-            if info.st_uid == uid:
+    def counter(owner: int | None):
+        def count(_dir_fd, _name, _fd, info) -> None:
+            if owner is None or info.st_uid == owner:
                 total[0] += info.st_blocks * 512
                 total[1] += 1
+        return count
+
+    for folder in folders:
+        walk_fd(folder, counter(None))
+    if uid is not None:
+        if os.path.isdir("/dev/shm"):
+            top = open_folder("/dev/shm")
+            try:
+                walk_fd(top, counter(uid))
+            finally:
+                os.close(top)
+        total[0] += held(uid)
     return total[0], total[1]
 
 
+def held(uid: int) -> int:
+    """Bytes the kernel holds for uid outside any folder: files without a name that its
+    processes keep open or mapped (unlinked files, O_TMPFILE files, memfds), each counted
+    once, and the System V shared memory segments and message queues uid owns or created
+    (a segment's full size, a queue's bytes).
+    A mapped file whose descriptor is closed is measured through /proc/PID/map_files, which
+    needs CAP_SYS_ADMIN; where that is refused (Gradescope's container) it counts as
+    MAX_FILE_BYTES, the most such a file can hold."""
+    seen, total = set(), 0
+    for pid in processes_of(uid):
+        for fd in _listing(f"/proc/{pid}/fd"):
+            try:
+                info = os.stat(f"/proc/{pid}/fd/{fd}")
+            except OSError:
+                continue
+            if stat.S_ISREG(info.st_mode) and info.st_nlink == 0 and \
+                    (info.st_dev, info.st_ino) not in seen:
+                seen.add((info.st_dev, info.st_ino))
+                total += info.st_blocks * 512
+        for span, key in _unnamed_mappings(pid):
+            if key in seen:
+                continue
+            seen.add(key)
+            try:
+                total += os.stat(f"/proc/{pid}/map_files/{span}").st_blocks * 512
+            except OSError:
+                total += MAX_FILE_BYTES
+    return total + sum(size for _, _, size in ipc_objects(uid) if size)
+
+
+def _unnamed_mappings(pid: int) -> list[tuple[str, tuple[int, int]]]:
+    """(address span, (device, inode)) of each file mapping of pid whose file has no name
+    left, but shared anonymous memory and System V segments."""
+    try:
+        lines = Path(f"/proc/{pid}/maps").read_text().splitlines()
+    except OSError:
+        return []
+    found = []
+    for line in lines:
+        fields = line.split(maxsplit=5)
+        if len(fields) < 6 or not fields[5].endswith(" (deleted)") or \
+                fields[5].startswith(UNSEEN_MAPPINGS):
+            continue
+        major, minor = (int(n, 16) for n in fields[3].split(":"))
+        found.append((fields[0], (os.makedev(major, minor), int(fields[4]))))
+    return found
+
+
+def _listing(folder: str) -> list[str]:
+    try:
+        return os.listdir(folder)
+    except OSError:
+        return []
+
+
 def over_budget(folders: list[int], uid: int | None) -> str | None:
-    """What a sandbox wrote beyond its disk budget, in words; None within it."""
+    """What a sandbox holds beyond its disk budget, in words; None within it."""
     used, entries = usage(folders, uid)
     if used > DISK_BYTES:
-        return (f"the code under test wrote more than {DISK_BYTES >> 20} MiB to disk, the "
-                "grader's limit for one test: it was stopped")
+        return (f"the code under test held more than {DISK_BYTES >> 20} MiB on disk or in "
+                "shared memory (files, files it unlinked but kept open, memfds, /dev/shm, "
+                "System V segments), the grader's limit for one test: it was stopped")
     if entries > DISK_FILES:
         return (f"the code under test made more than {DISK_FILES:,} files and folders, the "
                 "grader's limit for one test: it was stopped")

@@ -156,6 +156,59 @@ def fill(folder, megabytes):
             for _ in range(32):
                 out.write(block)
     return "written"
+
+
+KEPT = []  # what the probe holds between calls
+
+
+def hold(kind, folder, count, megabytes):
+    """Hold count files of megabytes each, of a kind no name shows: "unlinked" (a file
+    unlinked, its descriptor kept), "memfd", "mapped" (a file mapped by one page, its
+    descriptor closed, then unlinked), "sysv" (a System V segment, touched and detached);
+    then run a while, so that the warden measures. The MiB held."""
+    import ctypes
+    import mmap
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.shmat.restype = ctypes.c_void_p
+    block, held = b"x" * 2**20, 0
+    for index in range(count):
+        if kind == "sysv":
+            ident = libc.shmget(0, megabytes * 2**20, 0o600 | 0o1000)  # IPC_PRIVATE, IPC_CREAT
+            if ident < 0:
+                break
+            address = libc.shmat(ident, None, 0)
+            ctypes.memset(address, 1, megabytes * 2**20)
+            libc.shmdt(ctypes.c_void_p(address))
+        else:
+            path = os.path.join(folder, f"held{index}")
+            fd = (os.memfd_create(f"held{index}") if kind == "memfd" else
+                  os.open(path, os.O_RDWR | os.O_CREAT, 0o600))
+            for _ in range(megabytes):
+                os.write(fd, block)
+            if kind == "mapped":
+                KEPT.append(mmap.mmap(fd, 4096))
+                os.close(fd)
+            else:
+                KEPT.append(fd)
+            if kind != "memfd":
+                os.unlink(path)
+        held += megabytes
+    run_for(0.5)
+    return held
+
+
+def deep_files(folder, count):
+    """Up to count empty files in a folder two levels below folder, until one is refused;
+    then run a while. How many were made."""
+    inner = os.path.join(folder, "a", "b")
+    os.makedirs(inner)
+    for index in range(count):
+        try:
+            open(os.path.join(inner, str(index)), "w").close()
+        except OSError:
+            break
+    run_for(0.5)
+    return index
 '''
 
 
@@ -244,10 +297,38 @@ def _uid(path: Path) -> int | None:
 
 
 def test_a_sandbox_that_fills_the_disk_is_stopped(transport, probe):
-    with pytest.raises(seam.SeamError, match="wrote more than"):
+    with pytest.raises(seam.SeamError, match="held more than"):
         probe.fill(f"{transport.tree}/tmp", 4096)
     written = sum(p.stat().st_size for p in Path(transport.tree, "tmp").glob("fill*"))
     assert written < warden_module.DISK_BYTES + 512 * 2**20, f"{written >> 20} MiB written"
+
+
+@pytest.mark.parametrize("kind", ["unlinked", "memfd", "mapped", "sysv"])
+def test_what_no_name_shows_counts_to_the_budget(transport, probe, kind):
+    """Files unlinked but kept open, memfds, files mapped by a page whose descriptor is
+    closed, and System V segments count to the disk budget: a sandbox holding 6 x 60 MiB
+    of one kind is stopped (or, in a namespace of its own, where the warden sees no System
+    V segment, refused the segments past the budget)."""
+    budget = warden_module.DISK_BYTES >> 20
+    try:
+        held = probe.hold(kind, f"{transport.tree}/tmp", 6, 60)
+    except seam.SeamError as err:
+        assert "held more than" in str(err), err
+        return
+    assert kind == "sysv" and held <= budget, (
+        f"a sandbox held {held} MiB as {kind} files, over the {budget} MiB budget, and ran on")
+
+
+def test_dev_shm_counts_every_level(transport, probe):
+    """Files two folders deep in /dev/shm count to the sandbox's file budget: it is
+    stopped (or, with a /dev/shm of its own, refused the files past the budget)."""
+    try:
+        made = probe.deep_files(f"/dev/shm/hw-test-{os.getpid()}",
+                                warden_module.DISK_FILES + 10)
+    except seam.SeamError as err:
+        assert "made more than" in str(err), err
+        return
+    assert made <= warden_module.DISK_FILES, f"{made} files in /dev/shm, and it ran on"
 
 
 RENAME_EXCHANGE = 2
