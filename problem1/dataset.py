@@ -41,8 +41,9 @@ class AdditionDataset(Dataset):
     data_dir/addition/{split}.csv. max_pairs keeps the first max_pairs pairs (None: all).
     The items are also held whole, as the attributes .src [N, 7], .tgt_in [N, 4] and
     .tgt_out [N, 4] (long tensors, row i = item i), which training and evaluation index.
-    A digit_order other than 'forward' or 'reversed', or a split other than 'train', 'val'
-    or 'test', raises ValueError; a missing file raises FileNotFoundError.
+    A digit_order other than 'forward' or 'reversed', a split other than 'train', 'val'
+    or 'test', or a max_pairs outside 1 to the number of pairs in the file, raises
+    ValueError; a missing file raises FileNotFoundError.
     """
 
     def __init__(self, data_dir, split: str, digit_order: str = "forward", max_pairs=None):

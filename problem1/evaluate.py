@@ -95,7 +95,8 @@ def mean_attention_maps(model, dataset, device=None) -> dict:
 
     Returns {'encoder': [layers, h, 7, 7] self-attention, 'decoder_self': [layers, h, 4, 4],
     'decoder_cross': [layers, h, 4, 7]}, float tensors on the CPU: row j of a decoder map is
-    output step j, column i of a cross map source position i.
+    output step j, column i of a cross map source position i. device is where the sources
+    are moved, the model's own device; None means the device of the model's parameters.
     """
     # BEGIN SOLUTION
     device = device or next(model.parameters()).device

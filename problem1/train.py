@@ -67,7 +67,9 @@ def train_step(model, optimizer, src, tgt_in, tgt_out) -> float:
     """One Adam step of teacher-forced cross-entropy over the four output digits, with the
     model in training mode (a validation before it leaves the model in eval mode).
 
-    src [B, 7], tgt_in [B, 4], tgt_out [B, 4]. Returns the batch's mean loss.
+    src [B, 7], tgt_in [B, 4], tgt_out [B, 4]. The cross-entropy of each output position is
+    taken over all 12 logits (the whole vocabulary, PLUS and BOS included), and averaged
+    over the B * 4 positions. Returns the batch's mean loss.
     """
     # BEGIN SOLUTION
     model.train()
@@ -86,7 +88,8 @@ def validate(model, dataset, device=None) -> tuple[float, float]:
 
     Returns (exact match: fraction of sums with all four digits right,
     token accuracy: fraction of digits right). No teacher forcing: each digit is predicted
-    after the model's own earlier digits.
+    after the model's own earlier digits. device is where the sources are moved for
+    decoding, the model's own device; None means the device of the model's parameters.
     """
     # BEGIN SOLUTION
     device = device or next(model.parameters()).device

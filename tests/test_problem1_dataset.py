@@ -97,3 +97,7 @@ def test_bad_arguments(data_dir):
                   what="AdditionDataset with split 'training'")
     expect_raises(FileNotFoundError, AdditionDataset, data_dir, "test", "forward",
                   what="AdditionDataset of a split whose file is missing")
+    for max_pairs in (0, 6):  # the fixture's train split holds 5 pairs
+        expect_raises(ValueError, AdditionDataset, data_dir, "train", "forward",
+                      max_pairs=max_pairs,
+                      what=f"AdditionDataset with max_pairs={max_pairs} (the split holds 5 pairs)")

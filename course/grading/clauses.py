@@ -155,6 +155,11 @@ CLAUSES = {
             [T1D + "test_train_step_takes_one_step_on_the_teacher_forced_loss"],
         ),
         (
+            "The cross-entropy of each output position is taken over all 12 logits (the whole "
+            "vocabulary, PLUS and BOS included), and averaged over the B * 4 positions",
+            [T1D + "test_train_step_takes_one_step_on_the_teacher_forced_loss"],
+        ),
+        (
             "Returns the batch's mean loss",
             [T1D + "test_train_step_takes_one_step_on_the_teacher_forced_loss"],
         ),
@@ -172,6 +177,11 @@ CLAUSES = {
         ),
         (
             "No teacher forcing: each digit is predicted after the model's own earlier digits",
+            [T1D + "test_validate_decodes_greedily"],
+        ),
+        (
+            "device is where the sources are moved for decoding, the model's own device; None "
+            "means the device of the model's parameters",
             [T1D + "test_validate_decodes_greedily"],
         ),
     ],
@@ -246,6 +256,11 @@ CLAUSES = {
         (
             "row j of a decoder map is output step j, column i of a cross map source position i",
             [T1E + "test_mean_attention_maps_follow_greedy_decoding"],
+        ),
+        (
+            "device is where the sources are moved, the model's own device; None means the "
+            "device of the model's parameters",
+            [T1E + "test_mean_attention_maps_shapes_and_means"],
         ),
     ],
     # ------------------------------------------------------------------ problem 2
