@@ -11,7 +11,14 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import numpy as np
 
-from provided.plots.style import legend_below, range_bar, read_bands, save_figure, seed_range
+from provided.plots.style import (
+    half_up,
+    legend_below,
+    range_bar,
+    read_bands,
+    save_figure,
+    seed_range,
+)
 from provided.results import read_json
 
 ORDERS = ("forward", "reversed")
@@ -57,7 +64,8 @@ def validation_curves(logs: dict, out_dir: Path):
     ax.axhline(0.95, color="gray", lw=1, ls=":",
                label="0.95: steps_to_95 is the first step at or above it")
     ax.set(xlabel="training step (optimizer updates)",
-           ylabel="validation exact match\n(fraction of 2,000 pairs, greedy decoding)",
+           ylabel="validation exact match\n(fraction of the validation split, greedy "
+                  "decoding)",
            title="Validation exact match during training, seed 0 (checked every 50 steps)",
            ylim=(-0.02, 1.02))
     legend_below(ax, ncol=3)  # below the axes: it hides no curve
@@ -105,7 +113,7 @@ def test_vs_train_size(metrics: dict, names: dict, out_dir: Path, bands: dict | 
     seeds = max((b["n_seeds"] for run in bands.values() for b in run.values()), default=1)
     spread = f"\n(seed 0; bars: range over {seeds} seeds)" if seeds > 1 else ""
     ax.set(xscale="log", xlabel="training pairs (log scale)",
-           ylabel="test exact match (fraction of 2,000 pairs)",
+           ylabel="test exact match (fraction of the test pairs)",
            title="Test exact match by training size" + spread, ylim=(-0.02, 1.02))
     ax2.set(xscale="log", xlabel="training pairs (log scale)",
             ylabel="steps to 0.95 validation exact match\n(training steps)",
@@ -176,14 +184,15 @@ def ablation_figure(ablation: dict, metrics: dict, out_dir: Path):
         image = ax.imshow(table, vmin=0, vmax=1, cmap="magma", aspect="auto")
         for i in range(table.shape[0]):
             for h in range(4):
-                ax.text(h, i, f"{table[i, h]:.3f}", ha="center", va="center", fontsize=8,
+                ax.text(h, i, half_up(table[i, h], 3), ha="center", va="center", fontsize=8,
                         color="black" if table[i, h] > 0.5 else "white")
         ax.set_xticks(range(4), [f"h{h}" for h in range(4)])
         ax.set_yticks(range(len(attentions)), attentions)
         ax.set_ylabel("attention (layer.kind)")
         ax.grid(False)
         full = metrics.get(run, {}).get("test_exact_match")
-        ax.set_title(f"{run} (all heads: {full:.3f})" if full is not None else run, fontsize=10)
+        ax.set_title(f"{run} (all heads: {half_up(full, 3)})" if full is not None else run,
+                     fontsize=10)
         ax.set_xlabel("head")
     fig.colorbar(image, ax=axes, shrink=0.8, label="test exact match with the head removed")
     fig.suptitle("Single-head ablation, seed 0")
@@ -199,7 +208,7 @@ def pruning_figure(pruning: dict, out_dir: Path):
                 color=ORDER_COLORS.get(order), marker="o", ms=3, label=run)
     ax.axhline(0.95, color="gray", lw=1, ls=":", label="0.95 test exact match")
     ax.set(xlabel="heads removed (of 24), greedily", ylabel="test exact match (fraction of "
-           "2,000 pairs)", title="Greedy head pruning, seed 0", ylim=(-0.02, 1.02),
+           "the test pairs)", title="Greedy head pruning, seed 0", ylim=(-0.02, 1.02),
            xlim=(-0.5, 24.5), xticks=range(0, 25, 2))
     top = ax.secondary_xaxis("top", functions=(lambda x: 24 - x, lambda x: 24 - x))
     top.set_xticks(range(0, 25, 4))  # heads left: 0 to 24, never 25 or -1

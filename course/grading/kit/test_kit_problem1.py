@@ -20,6 +20,7 @@ from problem1.dataset import BOS, PLUS
 from problem1.heads import HEAD_NAMES, greedy_reproduces
 from problem1.model import AdditionTransformer, position_table, score_predictions
 from problem1.train import shuffled_batches
+from provided.plots.style import half_up
 from tests.tiny import addition_data, script_args
 
 pytestmark = pytest.mark.kit
@@ -29,6 +30,16 @@ REPO = Path(__file__).resolve().parents[3]
 
 def test_constants():
     assert (PLUS, BOS) == (10, 11)
+
+
+def test_figure_labels_round_as_the_tables():
+    """ablation.png's labels round half up from the JSON's decimal text, as the reports'
+    tables do (course/tools/tables/style.py's fmt): '%.3f' gave 0.877 and 0.901."""
+    from course.tools.tables.style import fmt
+
+    for value in (0.8775, 0.9015, 0.0005, 0.12345, 1.0, 0.0):
+        assert half_up(value, 3) == fmt(value, 3), value
+    assert (half_up(0.8775, 3), half_up(0.9015, 3)) == ("0.878", "0.902")
 
 
 def test_score_predictions():
