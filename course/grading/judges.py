@@ -38,6 +38,7 @@ class RunResult:
     outcomes: dict = field(default_factory=dict)
     unreached: str = ""  # why tests without an outcome have none
     spent: dict = field(default_factory=dict)  # {group: CPU-seconds}
+    cpu: dict = field(default_factory=dict)  # {node: CPU-seconds} of each test that ended
 
 
 GROUP_TESTS = 3  # a group's tests (a part's public or hidden ones) may take this many
@@ -75,7 +76,7 @@ class Meter:
     pid: int
     uids: set
     work: Path
-    start: float = 0.0  # the test's start, in boot ticks
+    start: float = 0.0  # the test's start, in boot ticks (a process started in its tick counts)
     judge_start: int = 0  # the judge's CPU ticks then
 
     def begin(self, at: float | None) -> None:
@@ -92,19 +93,29 @@ class Meter:
         for pid in os.listdir("/proc"):
             if not pid.isdigit() or pid == str(self.pid):
                 continue
-            if self.uids:
-                try:
-                    if os.stat(f"/proc/{pid}").st_uid not in self.uids:
-                        continue
-                except OSError:
-                    continue
+            if self.uids and not self._ours(pid):
+                continue
             fields = _stat(pid)
-            if fields is None or int(fields[19]) < self.start:
+            if fields is None or int(fields[19]) < int(self.start):
                 continue
             if sessions is not None and int(fields[3]) not in sessions:
                 continue
             used += _cpu(fields)
         return used / TICKS
+
+    def _ours(self, pid: str) -> bool:
+        """Whether the process runs as one of the sandbox users: /proc/PID is its user's,
+        or root's when it is not dumpable (as a process that changed its user is), and
+        then its status says its real user."""
+        try:
+            owner = os.stat(f"/proc/{pid}").st_uid
+            if owner != 0:
+                return owner in self.uids
+            with open(f"/proc/{pid}/status") as status:
+                line = next(line for line in status if line.startswith("Uid:"))
+            return int(line.split()[1]) in self.uids
+        except (OSError, StopIteration, ValueError, IndexError):
+            return False
 
     def _sessions(self) -> set[int]:
         try:
@@ -289,6 +300,7 @@ class Current:
 
     def end(self, passed: bool, output: str) -> None:
         """The test ended by itself: its CPU time counts to its group."""
+        self.result.cpu[self.node] = self.used
         group = self.limits.groups.get(self.node)
         if group is not None:
             self.result.spent[group] = self.result.spent.get(group, 0.0) + self.used

@@ -1,0 +1,143 @@
+"""A test's time as the grader counts it (course/grading/judges.py, Meter): the CPU time of
+the judge and of the sandbox's processes since the test began, their reaped workers
+included, and nothing else the machine runs; a sleeping sandbox costs none of it.
+
+Each case forks a stand-in sandbox: a process in a session of its own, named in the judge's
+work folder as the warden names its sandboxes (unsealed), or running as a sandbox user
+(sealed, root only). The judge is a sleeping process, so its own time is about zero.
+"""
+
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from course.grading.judges import Meter
+from course.grading.users import SPAWNED, sandbox_pool
+
+pytestmark = [pytest.mark.kit, pytest.mark.timeout(120)]
+
+BURN = 0.6  # CPU-seconds a stand-in's worker burns
+
+
+def burn(seconds: float) -> None:
+    """Spin until this process has used seconds of CPU time."""
+    until = time.process_time() + seconds
+    while time.process_time() < until:
+        pass
+
+
+def stand_in(uid: int | None, work, worker: bool) -> int:
+    """A forked stand-in sandbox: its own session, as uid if given; it burns BURN CPU-seconds
+    itself or in a worker it reaps (worker), then sleeps. Its pid, listed in work/SPAWNED."""
+    ready_read, ready_write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.setsid()
+            if uid is not None:
+                os.setgroups([])
+                os.setuid(uid)
+            if worker:
+                child = os.fork()
+                if child == 0:
+                    burn(BURN)
+                    os._exit(0)
+                os.waitpid(child, 0)
+            else:
+                burn(BURN)
+            os.write(ready_write, b"x")
+            time.sleep(60)
+        finally:
+            os._exit(0)
+    os.close(ready_write)
+    with open(work / SPAWNED, "a") as spawned:
+        spawned.write(f"{pid}\n")
+    os.read(ready_read, 1)  # it has burned
+    os.close(ready_read)
+    return pid
+
+
+@pytest.fixture
+def judge():
+    """A sleeping stand-in for the judge: its own time stays about zero."""
+    process = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    time.sleep(0.2)  # the interpreter's start is over
+    yield process.pid
+    process.kill()
+    process.wait()
+
+
+def _end(pid: int) -> None:
+    os.kill(pid, 9)
+    os.waitpid(pid, 0)
+
+
+MODES = [pytest.param(False, id="unsealed: the sandbox's session"),
+         pytest.param(True, id="sealed: the sandbox users' processes", marks=pytest.mark.skipif(
+             os.geteuid() != 0, reason="sandbox users need root"))]
+
+
+@pytest.mark.parametrize("sealed", MODES)
+@pytest.mark.parametrize("worker", [False, True], ids=["its own time", "a reaped worker's"])
+def test_the_meter_counts_the_sandboxs_cpu_time(tmp_path, judge, sealed, worker):
+    uid = sandbox_pool(1)[0].uid if sealed else None
+    meter = Meter(judge, {uid} if sealed else set(), tmp_path)
+    meter.begin(None)
+    pid = stand_in(uid, tmp_path, worker)
+    try:
+        used = meter.seconds()
+        assert BURN * 0.8 <= used <= BURN * 1.5 + 0.2, (
+            f"the meter counted {used:.2f} CPU-seconds of a sandbox that used {BURN}"
+            + (" in a worker it reaped (cutime)" if worker else ""))
+        time.sleep(0.5)
+        assert meter.seconds() - used < 0.05, "a sleeping sandbox still costs CPU time"
+    finally:
+        _end(pid)
+
+
+def test_the_meter_ignores_what_else_runs(tmp_path, judge):
+    """A busy process outside the sandbox, and a sandbox process started before the test
+    began, cost the test nothing."""
+    before = stand_in(None, tmp_path, worker=False)
+    busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        meter = Meter(judge, set(), tmp_path)
+        time.sleep(0.05)
+        meter.begin(None)
+        time.sleep(0.8)
+        used = meter.seconds()
+        assert used < 0.1, (f"the meter counted {used:.2f} CPU-seconds of processes that "
+                            "are not the test's")
+    finally:
+        busy.kill()
+        busy.wait()
+        _end(before)
+
+
+def test_the_readme_and_the_guide_state_the_limits():
+    """The student README's and INSTRUCTORS.md's numbers are the grader's."""
+    from course.grading.grade import RESULTS_SHARE, TEST_CPU_S
+    from course.grading.judges import GROUP_TESTS, POLL_SECONDS, WALL_FACTOR
+    from provided.common import REPO_ROOT
+
+    readme = " ".join((REPO_ROOT / "README.md").read_text().split())
+    guide = " ".join((REPO_ROOT / "course" / "INSTRUCTORS.md").read_text().split())
+    words = {number: word for number, word in zip(range(2, 6), ("two", "three", "four",
+                                                                "five"))}
+    for stated in (f"time limit on the course's grader: {TEST_CPU_S} CPU-seconds",
+                   f"{words[WALL_FACTOR]} times that at the grader's CPU share "
+                   f"({WALL_FACTOR * TEST_CPU_S} s on a full core, "
+                   f"{2 * WALL_FACTOR * TEST_CPU_S} s on Gradescope's 0.5 vCPU)",
+                   f"{words[GROUP_TESTS]} times the limit ({GROUP_TESTS * TEST_CPU_S} "
+                   "CPU-seconds)"):
+        assert stated in readme, f"README.md should say: {stated}"
+    for stated in (f"(default {TEST_CPU_S} CPU-seconds:", f"every {POLL_SECONDS} s",
+                   f"{words[WALL_FACTOR]} times that at a job's CPU share "
+                   f"({2 * WALL_FACTOR * TEST_CPU_S} s at 0.5 vCPU)",
+                   f"{words[GROUP_TESTS]} times the limit",
+                   f"a {'third' if RESULTS_SHARE == 1 / 3 else RESULTS_SHARE} of the grading's "
+                   "time left"):
+        assert stated in guide, f"INSTRUCTORS.md should say: {stated}"
