@@ -141,3 +141,33 @@ def test_the_readme_and_the_guide_state_the_limits():
                    f"a {'third' if RESULTS_SHARE == 1 / 3 else RESULTS_SHARE} of the grading's "
                    "time left"):
         assert stated in guide, f"INSTRUCTORS.md should say: {stated}"
+
+
+def test_a_sleeper_in_every_test_still_gets_its_results_by_the_deadline(tmp_path):
+    """A submission whose every test sleeps: each ends at the wall backstop, the grading at
+    its deadline with a complete results.json, and every test not reached says why in the
+    documented words."""
+    import json
+
+    from course.grading.attacks import plant
+    from course.grading.grade import TOO_LATE
+    from course.grading.handout import make_handout
+    from provided.common import REPO_ROOT
+
+    make_handout(tmp_path / "handout")
+    plant(tmp_path / "handout", tmp_path / "sleeper", "init", "import time\ntime.sleep(600)\n")
+    out, deadline = tmp_path / "results.json", 50
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "course.grading.grade", str(tmp_path / "sleeper"),
+                           "--parts", "p1a", "--code-only", "--test-seconds", "1", "--jobs", "1",
+                           "--deadline", str(deadline), "--out", str(out)],
+                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
+    took = time.monotonic() - started
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert took < deadline + 30, f"the grading took {took:.0f} s with a {deadline} s deadline"
+    tests = [t for t in json.loads(out.read_text())["tests"] if t.get("tags") == ["p1a"]]
+    outputs = [t["output"] for t in tests]
+    assert any("wall-clock" in o for o in outputs), outputs[:2]
+    assert any(o.startswith(TOO_LATE) for o in outputs), (
+        f"no test said '{TOO_LATE}': {sorted(set(o[:80] for o in outputs))}")
+    assert not any("stopped before this test" in o for o in outputs), outputs
