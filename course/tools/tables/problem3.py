@@ -7,7 +7,10 @@ from fractions import Fraction
 from course.grading.bands import seed_dirs
 from course.tools.tables.style import (
     DASH,
+    NOISE_RULE,
     band_of,
+    beyond_noise,
+    binomial_variance,
     exact,
     fmt,
     half_up,
@@ -20,7 +23,7 @@ from course.tools.tables.style import (
     span,
     table,
 )
-from problem3.config import SWEEP, SWEEP_LRS, SWEEP_WARMUPS, cell_name
+from problem3.config import SWEEP, SWEEP_LRS, SWEEP_WARMUPS, TRAIN_THRESHOLD, cell_name
 from problem3.model import NORMS
 from provided.common import results_dir
 from provided.results import read_json
@@ -460,22 +463,73 @@ def largest_lrs(sweep: list[dict]) -> dict:
             for norm in ("pre", "post") for w in SWEEP_WARMUPS}
 
 
+# A sweep verdict counts for a seed only where it lies beyond the run's own noise.
+VERDICT_RULE = (f"a seed's verdict counts where its final validation loss lies farther from the "
+                f"{TRAIN_THRESHOLD} threshold than it moved since the validation before")
+
+
+def verdict_noise(seed: int, run: str) -> tuple:
+    """(final validation loss, how far it moved since the validation before) of one sweep
+    run; the move is None where either loss is not finite (the run then fails outright)."""
+    val = [p["val_loss"] for p in seed_log(seed, run)["val"]]
+    if len(val) < 2 or None in val[-2:]:
+        return val[-1] if val else None, None
+    return val[-1], abs(exact(val[-1]) - exact(val[-2]))
+
+
+def verdict_settled(seed: int, run: str) -> bool:
+    """Whether one seed's verdict on a sweep run lies beyond the run's noise (VERDICT_RULE)."""
+    final, moved = verdict_noise(seed, run)
+    return moved is None or abs(exact(final) - exact(TRAIN_THRESHOLD)) > moved
+
+
+def unsettled_note(seed: int, run: str) -> str:
+    """What one seed's verdict within its noise measured, in words."""
+    final, moved = verdict_noise(seed, run)
+    side = "below" if exact(final) < exact(TRAIN_THRESHOLD) else "above"
+    return (f"seed {seed} ends at {fmt(final, 3)}, "
+            f"{fmt(abs(exact(final) - exact(TRAIN_THRESHOLD)), 3)} {side} the threshold, after "
+            f"moving {fmt(moved, 3)} since the validation before")
+
+
+def settled_verdicts(metrics: dict) -> dict:
+    """{run: {seed: its verdict (trains) where it lies beyond its noise, else None}}."""
+    return {run: {seed: trains if verdict_settled(seed, run) else None
+                  for seed, mm in metrics.items()
+                  for trains in [next(x for x in mm["sweep"] if x["run"] == run)["trains"]]}
+            for run in [e["run"] for e in next(iter(metrics.values()))["sweep"]]}
+
+
 def p3_summary(m: dict, bands: dict) -> str:
     metrics = seed_metrics()
     n = len(metrics)
+    verdicts = settled_verdicts(metrics)
     always = [e["run"] for e in m["sweep"]
-              if all(next(x for x in mm["sweep"] if x["run"] == e["run"])["trains"]
-                     == e["trains"] for mm in metrics.values())]
+              if all(v == e["trains"] for v in verdicts[e["run"]].values())]
     fails = [e["run"] for e in m["sweep"] if not e["trains"]]
+    warm = [e for e in m["sweep"] if e["norm"] == "post" and e["warmup"] > 0]
+    clear = [e for e in warm if all(verdicts[e["run"]].values())]
+
+    def counted(e) -> str:
+        notes = "; ".join(unsettled_note(seed, e["run"])
+                          for seed, v in verdicts[e["run"]].items() if v is None)
+        trains = sum(v is True for v in verdicts[e["run"]].values())
+        return f"{lr_text(e['lr'])} in {trains} of {n}" + (f" ({notes}: not counted)"
+                                                            if notes else "")
+    warm_clause = (
+        f"trains at every rate with {warm[0]['warmup']} warmup steps" if clear == warm else
+        f"trains with {warm[0]['warmup']} warmup steps at "
+        + " and ".join(lr_text(e["lr"]) for e in clear) + " in every seed, and at "
+        + "; at ".join(counted(e) for e in warm if e not in clear))
     finals = [mm["main"]["by_step"][-1]["validity"] for mm in metrics.values()]
     rising = sum(rises([x["validity"] for x in mm["main"]["by_step"]])
                  for mm in metrics.values())
     return (
         f"**Summary** (seeds {seed_list(sorted(metrics))}, n = {n}, unless a sentence says seed "
         f"0). {len(always)} of the {len(m['sweep'])} sweep cells have seed 0's verdict in "
-        f"all {n} seeds: pre-LN trains at every "
+        f"all {n} seeds ({VERDICT_RULE}): pre-LN trains at every "
         f"learning rate with and without warmup; post-LN fails without warmup at 1e-2 and 3e-2 "
-        f"({' and '.join(fails)}) and trains at every rate with 500 warmup steps. The failing "
+        f"({' and '.join(fails)}) and {warm_clause}. The failing "
         f"runs do not diverge; they settle on a plateau at about the loss of predicting each "
         f"token by its frequency. The 4,000-step model writes a valid molecule in "
         f"{rng(finals)} of its samples at T = 1; validity rises at every checkpoint up to "
@@ -495,11 +549,19 @@ def p3_answer_sweep(m: dict, bands: dict) -> str:
     train_all = sum(k == n for _, k in counts)
     fail_all = [run for run, k in counts if k == 0]
     mixed = [run for run, k in counts if 0 < k < n]
+    unsure = [f"{run} ({unsettled_note(seed, run)})"
+              for run, by_seed in settled_verdicts(metrics).items()
+              for seed, v in by_seed.items() if v is None]
     return (f"**Answer.** Over seeds {seed_list(sorted(metrics))}: {train_all} of the "
             f"{len(counts)} cells train in {n} of {n} seeds and {len(fail_all)} fail in "
             f"{n} of {n} ({', '.join(fail_all)})"
             + (f"; mixed: {', '.join(mixed)}" if mixed else "; no cell has a mixed verdict")
-            + ". The table below gives seed 0's loss and verdict with every cell's seed count.")
+            + f". Of these {len(counts) * n} verdicts, "
+            + ("; ".join(unsure) + (" lies" if len(unsure) == 1 else " lie")
+               + " within the run's noise and counts for neither" if unsure else
+               "none lies within its run's noise")
+            + f" ({VERDICT_RULE}). The table below gives seed 0's loss and verdict with every "
+              "cell's seed count by the threshold alone.")
 
 
 def p3_answer_failing(m: dict, bands: dict) -> str:
@@ -694,7 +756,16 @@ def p3_answer_validity(m: dict, bands: dict) -> str:
     def gains(e):
         v = [exact(x["validity"]) for x in e["by_step"]]
         return [b - a for a, b in zip(v, v[1:])]
-    shrink = sum(all(b < a for a, b in zip(gains(e), gains(e)[1:])) for e in mains.values())
+
+    def shrinks(e) -> bool:
+        """Each gain below the one before by more than the noise of the three validities
+        it is taken from (gain k - gain k+1 = 2 v(k+1) - v(k) - v(k+2))."""
+        var = [binomial_variance(x["validity"], x["num_samples"]) for x in e["by_step"]]
+        g = gains(e)
+        return all(beyond_noise(g[k] - g[k + 1], var[k] + 4 * var[k + 1] + var[k + 2])
+                   for k in range(len(g) - 1))
+    shrink = sum(map(shrinks, mains.values()))
+    smaller = sum(all(b < a for a, b in zip(gains(e), gains(e)[1:])) for e in mains.values())
     up = sum(rises([x["validity"] for x in e["by_step"]]) and
              rises([x["well_formed"] for x in e["by_step"]]) for e in mains.values())
     last_gain = [gains(e)[-1] for e in mains.values()]
@@ -709,8 +780,11 @@ def p3_answer_validity(m: dict, bands: dict) -> str:
         f"{rng(x['validity'] for x in first)} valid at step {steps[0]} to "
         f"{rng(x['well_formed'] for x in last)} and {rng(x['validity'] for x in last)} at "
         f"step {steps[-1]}. Validity is still rising at the end (by {rng(last_gain)} over the "
-        f"last 1,000 steps), but its gain per 1,000 steps shrinks at every checkpoint in "
-        f"{of_n(shrink, n)}: the curve is flattening, not flat. The well-formed but invalid "
+        f"last 1,000 steps). Its gain per 1,000 steps is smaller at every checkpoint than at "
+        f"the one before in {of_n(smaller, n)}, and smaller by more than the noise of the "
+        f"samples in {of_n(shrink, n)} ({NOISE_RULE}): "
+        + ("the curve is flattening, not flat" if shrink == n else
+           "these samples do not tell a flattening curve from a straight one") + ". The well-formed but invalid "
         f"fraction falls from {rng(wfi[0])} to {rng(wfi[1])} and the ill-formed fraction "
         f"from {rng(ill[0])} to {rng(ill[1])}: both kinds of failure shrink over training at "
         f"comparable rates, so these numbers do not show syntax learned before chemistry.")

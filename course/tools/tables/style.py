@@ -112,6 +112,34 @@ def half_up(value, places: int = 0) -> int:
     return -k if value < 0 else k
 
 
+# ------------------------------------------------------------------------- seed counts
+# A seed counts towards "k of n seeds" for an ordering only where the difference exceeds its
+# noise: NOISE_SES standard errors, a fraction of m trials (sums, targets, samples) having the
+# binomial variance p (1 - p) / m. NOISE_RULE says so in the reports' sentences.
+NOISE_SES = 2
+NOISE_RULE = (f"a seed counts where the difference exceeds {NOISE_SES} standard errors of its "
+              "counts (binomial)")
+
+
+def binomial_variance(fraction, trials: int) -> Fraction:
+    """The variance p (1 - p) / m of a fraction p of m trials, exactly."""
+    p = exact(fraction)
+    return p * (1 - p) / trials
+
+
+def beyond_noise(difference, variance) -> bool:
+    """Whether a positive difference exceeds NOISE_SES standard errors, sqrt(variance)."""
+    difference = exact(difference)
+    return difference > 0 and difference * difference > NOISE_SES ** 2 * exact(variance)
+
+
+def clearly_below(low, low_trials: int, high, high_trials: int) -> bool:
+    """Whether the fraction low (of low_trials) is below high (of high_trials) by more than
+    the noise of the two counts."""
+    return beyond_noise(exact(high) - exact(low), binomial_variance(low, low_trials)
+                        + binomial_variance(high, high_trials))
+
+
 # ----------------------------------------------------------------------------- formatting
 def fmt(value, places: int = 4) -> str:
     """value rounded half up to `places` decimals from its exact value (a logged float from
