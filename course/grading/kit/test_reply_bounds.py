@@ -1,0 +1,66 @@
+"""What a submission sends costs the taker no more than a small multiple of its size
+(tests/seam.py): a message of too many values is refused before it is parsed, a tensor whose
+`tolist()` would build millions of rows is refused by its shape, and a value that shares
+itself many times over is refused as it is encoded; a reply of the graded tests' largest
+size passes."""
+
+import json
+import struct
+import time
+
+import pytest
+import torch
+
+from tests import seam
+
+pytestmark = [pytest.mark.kit, pytest.mark.timeout(60)]
+
+
+def _message(value) -> bytes:
+    encoder = seam.Encoder(lambda v: {"$ref": 0})
+    return seam.pack(encoder.encode(value), encoder.blobs)
+
+
+def _decode(message: bytes):
+    tree, blobs = seam.unpack(message)
+    return seam.Decoder(blobs, lambda node: None).decode(tree)
+
+
+def test_a_tensor_tolist_would_blow_up_is_refused_by_its_shape():
+    """4,000,000 x 1 x 1 uint8 values: 4 MB on the seam, 8,000,000 lists in `tolist()`."""
+    message = _message(torch.zeros(4_000_000, 1, 1, dtype=torch.uint8))
+    with pytest.raises(seam.SeamError, match=r"4,000,000 x 1 x 1 \(4,000,000 values in "
+                                             r"8,000,000 rows\)"):
+        _decode(message)
+
+
+def test_a_message_of_millions_of_values_is_refused_before_it_is_parsed():
+    body = json.dumps({"tree": {"$list": [{}] * 3_000_000}, "blobs": []},
+                      separators=(",", ":")).encode()
+    started = time.process_time()
+    with pytest.raises(seam.SeamError, match="more than 1,000,000 values"):
+        seam.unpack(struct.pack("<Q", len(body)) + body)
+    assert time.process_time() - started < 0.5, "the message was parsed before it was sized"
+
+
+def test_commas_and_brackets_inside_strings_do_not_count():
+    text = "[{,}]" * 190_000  # 570,000 marks in each string: over the bound if counted
+    assert _decode(_message([text, text])) == [text, text]
+
+
+def test_a_value_that_shares_itself_is_refused_as_it_is_encoded():
+    nested = [1]
+    for _ in range(40):
+        nested = [nested, nested, nested]
+    started = time.process_time()
+    with pytest.raises(seam.SeamError, match="made of more than"):
+        _message(nested)
+    assert time.process_time() - started < 10
+
+
+def test_the_largest_reply_a_graded_test_takes_passes():
+    """About 700,000 float32 values (2.7 MB), the graded tests' largest reply, and a list of
+    10,000 strings."""
+    value = {"logits": torch.randn(4, 64, 2730), "samples": [f"C{i}" for i in range(10_000)]}
+    back = _decode(_message(value))
+    assert torch.equal(back["logits"], value["logits"]) and back["samples"] == value["samples"]
