@@ -38,8 +38,10 @@ mistakes it catches (a hint where a submission matches a mistake only in part, o
 differently). A part whose every test fails is one row,
 "every test fails", with the grader's reason (not implemented, file missing, does not
 compile, not run), and is not attributed to mistakes (a part whose every test fails
-on assertions or on another exception is attributed as any other). Tests the grader did
-not reach (the time limit) are not failures of the student: they are left out and counted.
+on assertions or on another exception is attributed as any other). A test stopped over its
+own time limit (slow code, an endless loop) that no kept mistake explains is counted in a row
+of its own, not as "other". Tests the grader did not reach (the grading time limit) are not
+failures of the student: they are left out and counted.
 The results entries (recomputed metrics) have no catalogued mistakes: under their problem
 they are grouped by the reason their points were lost (results_reason: "no weights" where a
 model_*.pth is missing, "no metrics.json", "outside the reference range", "not graded:
@@ -68,7 +70,7 @@ from fractions import Fraction
 from pathlib import Path
 
 from course.grading import rubric as RUBRIC
-from course.grading.failures import failure_kind, is_error
+from course.grading.failures import TIME_LIMITS, failure_kind, is_error
 from course.grading.intake import GRADED_FOLDER
 from provided.common import ArgumentParser, fail, script
 from provided.results import atomic_write_text, write_json
@@ -228,6 +230,8 @@ class PartTally:
     error_tests: dict = field(default_factory=dict)  # exception's kind -> set of test names
     every: Counter = field(default_factory=Counter)  # reason -> count (every test fails)
     not_run: set = field(default_factory=set)  # submissions with tests not reached
+    slow: set = field(default_factory=set)  # submissions with a test over its time limit
+    slow_tests: set = field(default_factory=set)  # those tests
     tests: set = field(default_factory=set)  # every test name seen
     reasons: dict = field(default_factory=dict)  # a results entry's reason -> submissions
     quantities: dict = field(default_factory=dict)  # a results entry's reason -> entry names
@@ -260,7 +264,8 @@ def results_reason(output: str) -> str:
     """Why a results entry (a recomputed quantity) earned nothing, as one short category
     shared across runs and submissions: "no weights" (a model_*.pth missing), "no
     metrics.json", "outside the reference range", or the recomputation's reason with the
-    run's file named generically and its numbers taken out."""
+    run's file named generically and its numbers taken out (a number inside a name, such as
+    n1000 or steps_to_95, stays)."""
     first = output.strip().splitlines()[0] if output.strip() else ""
     if "outside the reference range" in first:
         return "outside the reference range"
@@ -272,7 +277,7 @@ def results_reason(output: str) -> str:
     if first.startswith("not graded: --code-only"):
         return "not graded: --code-only"
     why = RESULT_FILE.sub(lambda m: f"{m.group(1)}_*.{m.group(2)}", why)
-    why = re.sub(r"\d+(\.\d+)?(e-?\d+)?", "#", why)
+    why = re.sub(r"(?<![\w.])\d+(\.\d+)?(e-?\d+)?\b", "#", why)  # a run's n1000 stays
     prefix = "not graded: " if first.startswith("not graded") else "unverified: "
     return prefix + why[:ERROR_CHARS]
 
@@ -301,7 +306,10 @@ def attribute(tests: list[dict], catalogue: dict, tally: dict, submission: str) 
         if part in RUBRIC.PARTS and len(failing) == len(mine) and reason != "fails":
             entry.every[reason] += 1
             continue
-        ran = {t["name"] for t in failing if not str(t.get("output", "")).startswith(NOT_RUN)}
+        # a test stopped over its own time limit ran: the code's time, not the grader's
+        slow = {t["name"] for t in failing if str(t.get("output", "")).startswith(TIME_LIMITS)}
+        ran = slow | {t["name"] for t in failing
+                      if not str(t.get("output", "")).startswith(NOT_RUN)}
         if len(ran) < len(failing):
             entry.not_run.add(submission)
         kinds = {t["name"]: failure_kind(str(t.get("output", ""))) for t in failing
@@ -319,7 +327,10 @@ def attribute(tests: list[dict], catalogue: dict, tally: dict, submission: str) 
         explained = set().union(*groups) if groups else set()
         raised = {}
         for name in sorted(ran - explained):
-            if is_error(kinds[name]):
+            if name in slow:
+                entry.slow.add(submission)
+                entry.slow_tests.add(name)
+            elif is_error(kinds[name]):
                 raised.setdefault(kinds[name], set()).add(name)
             else:
                 entry.other[name] += 1
@@ -419,9 +430,10 @@ def mistake_label(names: tuple) -> str:
 def part_title(part: str) -> str:
     if part in RUBRIC.PARTS:
         _, _, title, points = RUBRIC.PARTS[part]
-        return f"{part} {title} ({points} points)"
+        return f"{part} {title} ({RUBRIC.points_phrase(points)})"
     problem = part.removesuffix("-results")
-    return f"{problem} results in the reference bands ({RUBRIC.RESULTS.get(problem, 0)} points)"
+    return (f"{problem} results in the reference bands "
+            f"({RUBRIC.points_phrase(RUBRIC.RESULTS.get(problem, 0))})")
 
 
 def stats_table(parts: list[str], graded: list[Row]) -> list[str]:
@@ -516,6 +528,10 @@ def page(csv_path: Path, parts: list[str], rows: list[Row], analysed: list[str],
         for kind, count in sorted(entry.errors.items(), key=lambda i: (-i[1], i[0])):
             lines.append(f"| raises `{error_label(kind)}` (an exception, not a catalogued "
                          f"mistake) | {share(count, n)} | {tests_cell(entry.error_tests[kind])} |")
+        if entry.slow:
+            lines.append(f"| over a test's time limit (slow code or an endless loop, not a "
+                         f"catalogued mistake) | {share(len(entry.slow), n)} | "
+                         f"{tests_cell(entry.slow_tests)} |")
         for reason, count in entry.every.most_common():
             lines.append(f"| every test fails: {reason} | {share(count, n)} | all "
                          f"{len(entry.tests)} tests |")

@@ -65,6 +65,11 @@ WRITTEN = {"problem1": 20, "problem2": 15, "problem3": 25}
 RESULTS = {"problem1": 3, "problem2": 2, "problem3": 3}
 
 
+def points_phrase(points) -> str:
+    """Points in words as a page prints them: '1 point', '2 points', '0.5 points'."""
+    return f"{points} point{'' if str(points) == '1' else 's'}"
+
+
 def points_table() -> str:
     """The students' table of points per problem (README.md, between its
     `table: points` markers): code, written answers and results, from PARTS, WRITTEN and

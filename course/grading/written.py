@@ -44,6 +44,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 from course.grading.intake import find_root, read_regular
+from course.grading.rubric import points_phrase
 from course.grading.sheet import Question, shown, written_questions
 from provided.common import REPO_ROOT, ArgumentParser, fail, script
 from provided.results import atomic_write_bytes, atomic_write_text
@@ -382,9 +383,8 @@ def submission_units(submission: Path, questions: list[Question], pages: int,
 
 
 def heading_html(question: Question) -> str:
-    points = shown(question.points)
     return (f'<p class="question">{question_label(question)}: {html.escape(question.title)} '
-            f'<span class="points">({points} points)</span></p>')
+            f'<span class="points">({points_phrase(shown(question.points))})</span></p>')
 
 
 def read_report(folder: Path, root: Path | None, problem: str):

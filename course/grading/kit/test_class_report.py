@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from course.grading import class_report, grade, mutants
+from course.grading import class_report, grade, mutants, rubric
 from provided.common import REPO_ROOT
 
 pytestmark = [pytest.mark.kit, pytest.mark.timeout(400)]
@@ -425,6 +425,33 @@ def test_results_rows_are_grouped_by_reason_and_the_maximum_is_exact(tmp_path, c
      "unverified: model_*.pth holds another model's weights (missing ['a'], ...)"),
     ("unverified, no points: training_log_x_s1500.json does not log every 50 steps up to 1500",
      "unverified: training_log_*.json does not log every # steps up to #"),
+    ("unverified, no points: needs both n1000 test scores (reversed_n1000, forward_n1000)",
+     "unverified: needs both n1000 test scores (reversed_n1000, forward_n1000)"),
+    ("unverified, no points: steps_to_95 is 350, not 0.95e-3 of it",
+     "unverified: steps_to_95 is #, not # of it"),
 ])
 def test_results_reason(output, reason):
     assert class_report.results_reason(output) == reason
+
+
+def test_part_titles_say_point_or_points():
+    assert class_report.part_title("problem2-results") == (
+        "problem2 results in the reference bands (2 points)")
+    assert rubric.points_phrase(1) == "1 point" and rubric.points_phrase("0.5") == "0.5 points"
+
+
+def test_a_test_over_its_time_limit_has_a_row_of_its_own():
+    """Stopped over its own limit (either first line the judges write): the code's time, in
+    its own row, not 'other' and not 'the grader did not run it'."""
+    outputs = ["this test ran over its time limit (40 s of CPU)",
+               "not graded: this test ran over its time limit (60 s of wall time)"]
+    tally = {}
+    for submission, output in zip(("slow_a", "slow_b"), outputs):
+        tests = [{"name": TESTS[0], "score": 0.0, "max_score": 1.0, "output": output,
+                  "tags": ["p1b"]},
+                 {"name": TESTS[1], "score": 1.0, "max_score": 1.0, "output": "",
+                  "tags": ["p1b"]}]
+        class_report.attribute(tests, {}, tally, submission)
+    entry = tally["p1b"]
+    assert entry.slow == {"slow_a", "slow_b"} and entry.slow_tests == {TESTS[0]}
+    assert not entry.other and not entry.not_run and not entry.errors

@@ -195,3 +195,13 @@ def test_the_instructors_guide_states_the_pages_and_questions():
     text = " ".join((REPO_ROOT / "course" / "INSTRUCTORS.md").read_text().split())
     assert "python -m course.grading.written submissions/ --out written_pdfs/" in text
     assert f"each of the {len(questions())} questions on {written.PAGES} pages" in text
+
+
+def test_a_question_heading_says_point_or_points():
+    """'(1 point)', never '(1 points)'; 2.5 and 0.5 are points."""
+    from fractions import Fraction
+
+    def heading(points) -> str:
+        return written.heading_html(sheet.Question("problem1", 1, "Title", Fraction(points)))
+    assert "(1 point)" in heading(1) and "(2 points)" in heading(2)
+    assert "(0.5 points)" in heading(Fraction(1, 2))
