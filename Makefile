@@ -119,9 +119,12 @@ $(P3)/figures/sweep_grid.png: $(P3)/metrics.json
 problem3: $(P3)/figures/sweep_grid.png
 
 # the zip to hand in (submission.zip): what is graded and nothing else, checked as the grader
-# reads it (one line per problem found; the README's Submission section)
+# reads it (one line per problem found; the README's Submission section). Its exit status 1
+# means written with errors named: make says so in one line instead of failing after it
 submission:
-	$(PY) -m provided.submission
+	@echo "$(PY) -m provided.submission"
+	@$(PY) -m provided.submission || { [ $$? = 1 ] && echo "make submission: the zip is \
+	written; the error lines above name what it will not be graded on" >&2; }
 
 clean-results:
 	rm -f problem*/results/*.pth problem*/results/training_log_*.json \

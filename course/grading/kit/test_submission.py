@@ -5,6 +5,7 @@ bad flag or folder ends in one line."""
 
 import errno
 import io
+import os
 import subprocess
 import sys
 import zipfile
@@ -334,3 +335,20 @@ def test_a_missing_samples_file_is_a_warning(tree, tmp_path, capsys):
     assert code == 0, stderr
     assert any(line.startswith("warning: ") and f"samples_{MAIN_RUN}.txt is missing" in line
                for line in stderr.splitlines()), stderr
+
+
+@pytest.mark.parametrize("status, make_fails", [(0, False), (1, False), (2, True)])
+def test_make_submission_fails_only_when_no_zip_is_written(tmp_path, status, make_fails):
+    """Exit status 1 (the zip written, with errors named) ends in one line saying so, not
+    make's 'Error 1'; any other failure (a bad flag: 2) is make's failure. A python first on
+    PATH stands in for provided.submission's status and runs the rest (the run registry)."""
+    stand_in = tmp_path / "python"
+    stand_in.write_text(f'#!/bin/sh\n[ "$2" = provided.submission ] && exit {status}\n'
+                        f'exec {sys.executable} "$@"\n')
+    stand_in.chmod(0o755)
+    env = {**os.environ, "PATH": f"{tmp_path}:{os.environ['PATH']}"}
+    done = subprocess.run(["make", "-s", "submission", "PY=python"], cwd=REPO_ROOT, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert (done.returncode != 0) == make_fails, done.stderr
+    assert ("the zip is written" in done.stderr) == (status == 1), done.stderr
+    assert ("Error 1" in done.stderr) == make_fails, done.stderr
