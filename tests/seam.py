@@ -52,6 +52,9 @@ MAX_ITEMS = 2_000_000  # a message's tensor and array values, with the rows `tol
 # largest reply holds about 700,000)
 JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"')
 ERROR_ARG_CHARS = 100_000  # an exception's argument, as the test sees it
+STDERR_LINES = 20  # of what a failing call wrote to stderr, its last lines join its error
+STDERR_CHARS = 400  # ... at most this many of their last characters: the grader shows a
+# failure's first 600 characters first, the exception's line and this among them
 TORCH_DTYPES = {str(d).removeprefix("torch."): d for d in (
     torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64,
     torch.float16, torch.bfloat16, torch.float32, torch.float64,
@@ -359,9 +362,9 @@ class Server:
         out, err = io.StringIO(), io.StringIO()
         try:
             tree, blobs = unpack(message)
-            request = Decoder(blobs, self.resolve).decode(tree)
             with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-                value = self.perform(request)
+                # a module imported to resolve a name prints here too
+                value = self.perform(Decoder(blobs, self.resolve).decode(tree))
             reply = {"value": value}
         except BaseException as error:  # noqa: BLE001 (every failure is the caller's to see)
             if isinstance(error, KeyboardInterrupt):
@@ -579,7 +582,7 @@ class Session:
             if type(text) is str and text:
                 stream.write(text)
         if "error" in reply:
-            raise rebuild(reply["error"])
+            raise rebuild(reply["error"], reply.get("stderr"))
         return reply.get("value")
 
     def close(self) -> None:
@@ -615,9 +618,11 @@ def _request(op: str, target: Remote, **fields):
     return _SESSION.request(op, target, **fields)
 
 
-def rebuild(error) -> BaseException:
+def rebuild(error, stderr=None) -> BaseException:
     """The exception a remote error stands for: a built-in one or one of provided/ by its
-    type, else RemoteError; the remote traceback as a note."""
+    type, else RemoteError; as notes, the last lines the failing call wrote to stderr (a
+    script's one-line error before its SystemExit: the grader's sandbox sends its own stderr
+    nowhere), then the remote traceback."""
     if type(error) is not dict:
         return SeamError("a malformed error")
     module, name = error.get("module"), error.get("type")
@@ -639,9 +644,15 @@ def rebuild(error) -> BaseException:
             f"{module}.{name}: " + " ".join(map(str, args)))
     except Exception:  # noqa: BLE001 (an exception type that wants other arguments)
         rebuilt = RemoteError(f"{module}.{name}: " + " ".join(map(str, args)))
+    notes = []  # shown by pytest under the test's own traceback, and in its one-line reason
+    if type(stderr) is str and stderr.strip():
+        notes.append("the code under test wrote to stderr (its last lines):\n"
+                      + "\n".join(stderr.strip().splitlines()[-STDERR_LINES:])[-STDERR_CHARS:])
     text = error.get("traceback")
-    if type(text) is str and text:  # shown by pytest under the test's own traceback
-        rebuilt.__notes__ = ["in the code under test:\n" + text[-MAX_TEXT_CHARS:]]
+    if type(text) is str and text:
+        notes.append("in the code under test:\n" + text[-MAX_TEXT_CHARS:])
+    if notes:
+        rebuilt.__notes__ = notes
     return rebuilt
 
 
