@@ -25,7 +25,8 @@ a marked box in its place; none stops the others.
 Nothing outside a submission's folder is read: a figure is a path relative to the report's
 problemN/ folder and must resolve (links followed) inside it; a URL, an absolute path, a
 path out of the folder, a link, a FIFO, a file over 20 MiB or anything but a PNG or JPEG
-image is refused and marked. Raw HTML in a report is shown as text, never interpreted, and
+image is refused and marked. Raw HTML in a report is shown as text, never interpreted (an
+HTML comment is dropped, as a browser hides it), and
 a link shows its text and address; the PDF engine (PyMuPDF's Story) reads images only from
 the bytes this module hands it, so nothing is fetched.
 
@@ -155,17 +156,26 @@ def image_size(data: bytes) -> tuple[int, int, str] | None:
 
 # ------------------------------------------------------------------------------ markdown
 def markdown() -> "MarkdownIt":
-    """CommonMark with tables and strikethrough; raw HTML off (shown as text), images only
-    through Figures.embed, links as their text and address."""
-    md = MarkdownIt("commonmark", {"html": False}).enable(["table", "strikethrough"])
+    """CommonMark with tables and strikethrough; raw HTML parsed but shown as text, never
+    interpreted, except an HTML comment, which is dropped as a browser hides it (a
+    template's hint, a generator's `<!-- table: ... -->` marker); images only through
+    Figures.embed, links as their text and address."""
+    md = MarkdownIt("commonmark", {"html": True}).enable(["table", "strikethrough"])
     md.add_render_rule("image", render_image)
     md.add_render_rule("link_open", lambda self, tokens, idx, options, env: "")
     md.add_render_rule("link_close", render_link_close)
     md.add_render_rule("html_block", lambda self, tokens, idx, options, env:
+                       "" if is_comment(tokens[idx].content) else
                        f"<pre>{html.escape(tokens[idx].content)}</pre>")
     md.add_render_rule("html_inline", lambda self, tokens, idx, options, env:
+                       "" if is_comment(tokens[idx].content) else
                        html.escape(tokens[idx].content))
     return md
+
+
+def is_comment(raw: str) -> bool:
+    """Whether raw HTML is comments alone (and the white space between them)."""
+    return not re.sub(r"<!--.*?-->", "", raw, flags=re.S).strip() and "<!--" in raw
 
 
 def render_image(self, tokens, idx, options, env) -> str:

@@ -205,3 +205,19 @@ def test_a_question_heading_says_point_or_points():
         return written.heading_html(sheet.Question("problem1", 1, "Title", Fraction(points)))
     assert "(1 point)" in heading(1) and "(2 points)" in heading(2)
     assert "(0.5 points)" in heading(Fraction(1, 2))
+
+
+def test_html_comments_are_hidden_and_other_raw_html_is_text():
+    """A template's hint or a `<!-- table -->` marker is not the student's answer: hidden,
+    as a browser hides it; any other raw HTML stays text, never interpreted."""
+    md = written.markdown()
+    env = {"figures": None, "notes": []}
+    text = ("Answer <!-- a hint --> here.\n\n<!-- table: p1_runs -->\n| a |\n|---|\n| 1 |\n"
+            "<!-- end table -->\n\n<b>bold</b> and <!-- one --> <!-- two -->\n\n"
+            "<div>block</div> <!-- inside -->\n")
+    out = md.render(text, env)
+    for hidden in ("a hint", "table: p1_runs", "end table", "one", "two"):
+        assert hidden not in out, (hidden, out)
+    assert "Answer  here." in out and "<td>1</td>" in out
+    assert "&lt;b&gt;bold&lt;/b&gt;" in out and "&lt;div&gt;block&lt;/div&gt;" in out
+    assert "&lt;!-- inside --&gt;" in out  # inside an HTML block with other HTML: text
