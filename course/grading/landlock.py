@@ -10,6 +10,13 @@ tree and those folders. Another checkout of this repository on the same machine 
 reference solutions and hidden tests), the grading repository itself, the graders' other
 trees and the users' homes are out of its reach, whatever their permissions say.
 
+Where the kernel has them, it is also scoped (ABI 6, Linux 6.12): it connects to no abstract
+Unix socket and signals no process that a process outside its own domain made or runs (the
+grader's, a judge's, a warden's, another sandbox's, anything of the machine or container it
+shares a network namespace with), and (ABI 4) it binds and connects no TCP port. Without
+the scoping, the sandbox makes no Unix socket at all (course/grading/sandbox.py,
+unix_sockets_contained) unless it has a network namespace of its own.
+
 Called through ctypes on the three syscalls, whose numbers are the same on every
 architecture Linux gives them (x86_64, aarch64).
 """
@@ -26,6 +33,9 @@ EXECUTE, WRITE_FILE, READ_FILE, READ_DIR = 1, 2, 4, 8
 REMOVE_DIR, REMOVE_FILE, MAKE_CHAR, MAKE_DIR, MAKE_REG = 16, 32, 64, 128, 256
 MAKE_SOCK, MAKE_FIFO, MAKE_BLOCK, MAKE_SYM = 512, 1024, 2048, 4096
 REFER, TRUNCATE, IOCTL_DEV = 8192, 16384, 32768  # ABI 2, 3 and 5
+NET_BIND_TCP, NET_CONNECT_TCP = 1, 2  # ABI 4
+SCOPE_ABSTRACT_UNIX_SOCKET, SCOPE_SIGNAL = 1, 2  # ABI 6
+NET_ABI, SCOPED_ABI = 4, 6
 READ = EXECUTE | READ_FILE | READ_DIR
 PR_SET_NO_NEW_PRIVS = 38
 # read (and execute): the system's programs, libraries, configuration and kernel views; not
@@ -38,7 +48,15 @@ WRITABLE_DEVICES = ("/dev/null",)
 
 
 class _Ruleset(ctypes.Structure):
-    _fields_ = [("handled_access_fs", ctypes.c_uint64)]
+    _fields_ = [("handled_access_fs", ctypes.c_uint64), ("handled_access_net", ctypes.c_uint64),
+                ("scoped", ctypes.c_uint64)]
+
+
+def _ruleset_size(version: int) -> int:
+    """How much of _Ruleset the kernel's ABI reads: older kernels refuse the fields they lack."""
+    if version >= SCOPED_ABI:
+        return 24
+    return 16 if version >= NET_ABI else 8
 
 
 class _PathBeneath(ctypes.Structure):
@@ -67,20 +85,23 @@ def handled(version: int) -> int:
     return rights | (IOCTL_DEV if version >= 5 else 0)
 
 
-def restrict(writable: list[str]) -> bool:
+def restrict(writable: list[str]) -> int:
     """Restrict this process (and all it starts) to reading SYSTEM and the Python
     environment, and to reading and writing writable (the sandbox's tree, its test's
-    folders); whether it took."""
+    folders), scoped and with no TCP where the kernel can; the ABI version it took with (0:
+    it did not, and nothing is restricted)."""
     version = abi()
     if not version:
-        return False
+        return 0
     libc = ctypes.CDLL(None, use_errno=True)
     everything = handled(version)
-    ruleset = _Ruleset(everything)
-    fd = libc.syscall(CREATE_RULESET, ctypes.byref(ruleset), ctypes.c_size_t(8),
-                      ctypes.c_uint32(0))
+    ruleset = _Ruleset(everything,
+                       NET_BIND_TCP | NET_CONNECT_TCP if version >= NET_ABI else 0,
+                       SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL if version >= SCOPED_ABI else 0)
+    fd = libc.syscall(CREATE_RULESET, ctypes.byref(ruleset),
+                      ctypes.c_size_t(_ruleset_size(version)), ctypes.c_uint32(0))
     if fd < 0:
-        return False
+        return 0
     try:
         readable = [*SYSTEM, *python_folders()]
         rules = [(path, READ) for path in readable]
@@ -89,8 +110,8 @@ def restrict(writable: list[str]) -> bool:
         for path, access in rules:
             _allow(libc, fd, path, access & everything, version)
         if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
-            return False
-        return libc.syscall(RESTRICT_SELF, fd, ctypes.c_uint32(0)) == 0
+            return 0
+        return version if libc.syscall(RESTRICT_SELF, fd, ctypes.c_uint32(0)) == 0 else 0
     finally:
         os.close(fd)
 

@@ -11,19 +11,22 @@ request, a sandbox
   - joins the cgroup its warden made for it (cgroup v2, where the machine lets root make
     one), so that every process it starts can be frozen and killed at once;
   - starts a session of its own, with limits on file size, core dumps, open files, address
-    space and (sealed) processes;
+    space and (sealed) processes and threads (provided/limits.py, which --check applies
+    too: a pool sized by the CPU count of a 256-core machine fits);
   - when the grader runs as root (sealed): enters new network, IPC, mount and pid
     namespaces where the kernel allows it (no network at all, no System V IPC shared with
     anything, a private tmpfs over each world-writable folder but the one holding its tree,
-    the grading repository's folders covered by empty ones, and every process it starts
-    killed with it), then drops to an unprivileged user of its own (`hw-sandbox`,
+    the grading repository's folders and the zygote's covered by empty ones, and every
+    process it starts killed with it), then drops to an unprivileged user of its own (`hw-sandbox`,
     course/grading/users.py), so that the grading files, the results and other submissions
     are out of its reach;
   - restricts its file system with Landlock (course/grading/landlock.py: it reads only its
     tree, its test's folders, the Python environment and the system's programs, libraries
     and configuration; it writes only its tree, its test's folders and /dev/shm, where
-    multiprocessing keeps its locks) and installs a default-deny syscall policy
-    (course/grading/syscalls.py), sealed or not;
+    multiprocessing keeps its locks; scoped, where the kernel can, to its own abstract Unix
+    sockets and processes) and installs a default-deny syscall policy
+    (course/grading/syscalls.py), sealed or not: no network socket, and Unix sockets only
+    where none it makes can reach outside it (unix_sockets_contained; socket pairs always);
   - keeps one file descriptor, its channel to its warden, and sends /dev/null its output;
   - imports only its tree: the submission's files (the given code as the handout has it)
     and the public test helpers. No test file enters it.
@@ -46,24 +49,23 @@ from pathlib import Path
 
 from course.grading import landlock, syscalls
 from course.grading.users import world_writable_folders
-from course.grading.warden import DISK_BYTES, DISK_FILES, MAX_FILE_BYTES, cgroup_root
+from course.grading.warden import DISK_BYTES, DISK_FILES, cgroup_root
+from provided.limits import (  # noqa: F401 (MAX_FILE_BYTES: the sandbox's, as the kit reads it)
+    ENVIRONMENT,
+    MAX_FILE_BYTES,
+    MAX_PROCESSES,
+    limit,
+    limit_resources,
+)
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEBUG = bool(os.environ.get("GRADE_DEBUG"))  # sandboxes keep the grader's stderr
-MAX_PROCESSES = 64  # processes and threads of the sandbox user
-MAX_ADDRESS_BYTES = 4 * 2**30
 CLONE_NEWNS, CLONE_NEWIPC, CLONE_NEWPID, CLONE_NEWNET = (0x00020000, 0x08000000,
                                                        0x20000000, 0x40000000)
 NAMESPACES = CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWPID | CLONE_NEWNET
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
 MS_BIND, MS_REC, MS_PRIVATE = 0x1000, 0x4000, 0x40000
 POSIX_IPC = ("/dev/shm",)  # writable: multiprocessing's locks and queues (POSIX semaphores)
-
-
-def _limit(kind: int, value: int) -> None:
-    soft, hard = resource.getrlimit(kind)
-    value = value if hard == resource.RLIM_INFINITY else min(value, hard)
-    resource.setrlimit(kind, (value, value))
 
 
 def _unshare(flags: int) -> bool:
@@ -77,12 +79,12 @@ def _mount(source: str, target: str, kind: str | None, flags: int, data: str = "
                       flags, data.encode() or None) == 0
 
 
-def private_scratch(tree: str, shared: list[str]) -> None:
+def private_scratch(tree: str, shared: list[str], zygote: str) -> None:
     """In the sandbox's own mount namespace: a fresh, empty tmpfs over every world-writable
     folder that holds neither the sandbox's tree nor a folder the judge shares with it (what
     the sandbox writes there vanishes with it); over every top-level folder of the grading
-    repository that neither the tree nor Python needs, an empty read-only tmpfs, and over
-    every top-level file, /dev/null."""
+    repository that neither the tree nor Python needs, and over the folder of the zygote's
+    socket (zygote), an empty read-only tmpfs, and over every top-level file, /dev/null."""
     _mount("none", "/", None, MS_REC | MS_PRIVATE)
     needed = [tree, *shared, sys.prefix, sys.base_prefix]
     inside = lambda folder: any(Path(n).is_relative_to(folder) for n in needed)  # noqa: E731
@@ -90,7 +92,7 @@ def private_scratch(tree: str, shared: list[str]) -> None:
         if not inside(folder):
             _mount("tmpfs", folder, "tmpfs", MS_NOSUID | MS_NODEV,
                    f"size=64m,nr_inodes={DISK_FILES},mode=1777")
-    for entry in REPO_ROOT.iterdir():
+    for entry in [*REPO_ROOT.iterdir(), Path(zygote).parent]:
         if entry.is_symlink() or inside(str(entry)):
             continue
         if entry.is_dir():
@@ -145,15 +147,20 @@ def isolation_available() -> tuple[bool, str]:
                      "IPC, a private tmpfs over every world-writable folder, the grading "
                      "repository covered, every process killed with the sandbox)")
     if landlock.abi():
+        scoped = ("; connects to no abstract Unix socket and signals no process made outside "
+                  "it" if landlock.abi() >= landlock.SCOPED_ABI else
+                  "; no scoping in this kernel (before 6.12): a sandbox without a network "
+                  "namespace makes no Unix socket, only socket pairs")
         words.append(f"Landlock ABI {landlock.abi()} (reads only its tree, its test's folders, "
                      "the Python environment and the system's programs, libraries and "
-                     "configuration; writes only the first two and /dev/shm)")
+                     f"configuration; writes only the first two and /dev/shm{scoped})")
     else:
         words.append("NO Landlock here (a kernel older than 5.13, or it is disabled): a sandbox "
                      "reads whatever its user may, another checkout of this repository included")
     if policy:
-        words.append("a default-deny syscall policy (libseccomp: no new socket, no ptrace, "
-                     "no namespace, no mount, no io_uring)")
+        words.append("a default-deny syscall policy (libseccomp: no network socket, Unix "
+                     "sockets only where contained, no ptrace, no namespace, no mount, no "
+                     "io_uring)")
     else:
         words.append("NO syscall policy: libseccomp (pyseccomp) is missing or seccomp is "
                      "refused here")
@@ -212,11 +219,29 @@ def join_cgroup(cgroup: str | None) -> None:
         pass
 
 
+def unix_sockets_contained(sealed: bool, own_network: bool, landlock_version: int) -> bool:
+    """Whether no Unix socket a sandbox makes can reach a socket outside it, so that its
+    policy may allow socket(AF_UNIX) (multiprocessing's Manager, Listener and forkserver,
+    torch's tensor handoff). Abstract names: its own network namespace holds them, or
+    Landlock's scoping (ABI 6) keeps it from connecting to one made outside its domain.
+    Names in the file system: connecting needs write permission on the socket's file, which
+    a sealed sandbox's user (hw-sandbox..., no supplementary group) has on world-writable
+    sockets alone; the grader's one, the zygote's, is covered by an empty folder where the
+    sandbox has a mount namespace, and refuses sandbox users and any process under a syscall
+    policy (zygote.allowed). Unsealed, a socket in the file system would reach whatever the
+    grader's own user can (its session bus, a container engine's socket), which no Landlock
+    right of these kernels governs. Where this is False (unsealed; sealed without a network
+    namespace on a kernel before 6.12), the sandbox makes socket pairs only: asyncio,
+    threads, fork and spawn pools, Pipe and Queue work; a Manager and the forkserver start
+    method do not."""
+    return sealed and (own_network or landlock_version >= landlock.SCOPED_ABI)
+
+
 def tensors_by_value() -> None:
     """Let a tensor cross between processes (a DataLoader's workers, a multiprocessing
-    queue) by value: torch's own handoff shares memory through a Unix socket, which the
-    policy refuses, so its reducers leave multiprocessing's pickler and tensors pickle as
-    they do with pickle itself (the same values arrive, copied)."""
+    queue) by value where the sandbox makes no Unix socket: torch's own handoff shares memory
+    by sending a descriptor over one, so its reducers leave multiprocessing's pickler and
+    tensors pickle as they do with pickle itself (the same values arrive, copied)."""
     from multiprocessing.reduction import ForkingPickler
 
     for kind in [k for k in ForkingPickler._extra_reducers if k.__module__.startswith("torch")]:
@@ -230,7 +255,8 @@ def prepare() -> dict:
     requests and the grader's first lines."""
     namespaces, isolation = isolation_available()
     world_writable_folders()
-    syscalls.policy()
+    syscalls.policy(unix_sockets=False)
+    syscalls.policy(unix_sockets=True)
     return {"namespaces": namespaces, "isolation": isolation}
 
 
@@ -245,35 +271,38 @@ def main(request: dict, fd: int, facts: dict) -> None:
         for target in (0, 1) if DEBUG else (0, 1, 2):
             os.dup2(null, target)
         os.closerange(4, 65536)
-        _limit(resource.RLIMIT_FSIZE, MAX_FILE_BYTES)
-        _limit(resource.RLIMIT_CORE, 0)
-        _limit(resource.RLIMIT_NOFILE, 256)
-        _limit(resource.RLIMIT_AS, MAX_ADDRESS_BYTES)
+        limit_resources()
         try:  # out of memory, the kernel kills the sandbox first
             Path("/proc/self/oom_score_adj").write_text("1000")
         except OSError:
             pass
         uid, gid = request.get("uid"), request.get("gid")
+        own_network = False
         if uid is not None:
-            if facts["namespaces"] and _unshare(NAMESPACES):
+            own_network = facts["namespaces"] and _unshare(NAMESPACES)
+            if own_network:
                 private_ipc_limits()
-                private_scratch(request["tree"], request.get("shared", []))
+                private_scratch(request["tree"], request.get("shared", []), facts["zygote"])
                 _become_init()
-            _limit(resource.RLIMIT_NPROC, MAX_PROCESSES)  # per user: a fork bomb stops
+            limit(resource.RLIMIT_NPROC, MAX_PROCESSES)  # per user: a fork bomb stops
             os.setgroups([])
             os.setgid(gid)
             os.setuid(uid)
-        landlock.restrict([request["tree"], *request.get("shared", []),
-                           *[f for f in POSIX_IPC if os.path.isdir(f)]])
-        syscalls.install()
-        tensors_by_value()
+        version = landlock.restrict([request["tree"], *request.get("shared", []),
+                                     *[f for f in POSIX_IPC if os.path.isdir(f)]])
+        unix_sockets = unix_sockets_contained(uid is not None, own_network, version)
+        syscalls.install(unix_sockets)
+        if not unix_sockets:
+            tensors_by_value()
         tree = request["tree"]
         os.chdir(tree)
         os.environ.clear()
-        os.environ.update(request["env"])
+        os.environ.update({**request["env"], **ENVIRONMENT})
         import tempfile
 
         tempfile.tempdir = None
+        for name in [n for n in sys.modules if n.split(".")[0] == "provided"]:
+            del sys.modules[name]  # the grader's own (provided/limits.py): the tree's instead
         sys.path[:] = [tree] + [p for p in sys.path if p not in ("", ".", str(REPO_ROOT))]
         sys.argv = ["sandbox"]
         from tests import seam

@@ -102,12 +102,16 @@ def zygote_main(path: str) -> None:
 
 
 def allowed(connection: socket.socket, request: dict) -> bool:
-    """Whether the peer may ask for this child: root or the zygote's own user (the grader,
-    a judge before it drops root, or anything of a grader not run as root, unsealed)
-    anything; a judge's own user (hw-judge...) only a sandbox that runs as a sandbox user
-    (hw-sandbox...), never one that stays root; nobody else anything."""
-    _, uid, _ = struct.unpack("3i", connection.getsockopt(
+    """Whether the peer may ask for this child: nothing under a syscall policy the zygote
+    lacks (a sandbox, a weights reader, or anything they started: a filter is inherited and
+    never removed) anything; else root or the zygote's own user (the grader, a judge before
+    it drops root, or anything of a grader not run as root, unsealed) anything; a judge's
+    own user (hw-judge...) only a sandbox that runs as a sandbox user (hw-sandbox...), never
+    one that stays root; nobody else anything."""
+    pid, uid, _ = struct.unpack("3i", connection.getsockopt(
         socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))
+    if _filters(pid) != _filters(os.getpid()):
+        return False
     if uid in (0, os.getuid()):
         return True
     asked = request.get("uid")
@@ -116,6 +120,19 @@ def allowed(connection: socket.socket, request: dict) -> bool:
         return False
     user = _user(asked)
     return user.name.startswith(SANDBOX_USER) and request.get("gid") == user.gid
+
+
+def _filters(pid: int) -> str | None:
+    """The seccomp filters process pid runs under, as /proc counts them (its mode, and their
+    number where the kernel says, Linux 5.9 and newer); None where it cannot be read (the
+    process is gone). A peer's pid is the one it had when it connected, which it may since
+    have left to another process: the check by user does not rest on it."""
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            return " ".join(line.split(":", 1)[1].strip() for line in status
+                            if line.startswith(("Seccomp:", "Seccomp_filters:")))
+    except (OSError, IndexError):
+        return None
 
 
 def _user(uid: int):

@@ -2,7 +2,10 @@
 first fails inside a sandbox, with the namespaces (the grader as root) and without them (a
 process that installs the policy alone, as in a container without CAP_SYS_ADMIN); the same
 probe without the policy shows the calls would work; System V objects a sandbox user left
-are removed (course/grading/users.py)."""
+are removed (course/grading/users.py). The Unix sockets a sandbox may make reach nothing
+outside it (the zygote's, an abstract name bound outside), and the standard library's
+concurrency (asyncio, multiprocessing, concurrent.futures with every start method, a pool
+sized for a large machine) works in it."""
 
 import ctypes
 import errno
@@ -42,18 +45,20 @@ def sock(*args):
         return 0
     except OSError as err:
         return err.errno
-def pair():
+def pair(family):
     try:
-        for s in socket.socketpair():
+        for s in socket.socketpair(family):
             s.close()
         return 0
     except OSError as err:
         return err.errno
 found = {
     "socket": sock(socket.AF_INET, socket.SOCK_STREAM),
-    "socket_unix": sock(socket.AF_UNIX, socket.SOCK_STREAM),
+    "socket_inet6": sock(socket.AF_INET6, socket.SOCK_DGRAM),
+    "socket_netlink": sock(socket.AF_NETLINK, socket.SOCK_RAW),
+    "socket_packet": sock(socket.AF_PACKET, socket.SOCK_DGRAM),
     "socket_vsock": sock(40, socket.SOCK_STREAM),
-    "socketpair": pair(),
+    "socketpair_inet": pair(socket.AF_INET),
     "unshare": call("unshare", 0),
     "unshare_user": call("unshare", 0x10000000),
     "setns": call("setns", -1, 0),
@@ -74,22 +79,35 @@ found = {
     "mq_open": call("mq_open", 0, 0, 0, 0),
 }
 """
-SHOULD_WORK = ("socket", "socket_unix", "socketpair", "unshare", "unshare_user", "prctl_dumpable",
+SHOULD_WORK = ("socket", "socket_inet6", "unshare", "unshare_user", "prctl_dumpable",
                "process_vm_readv")
+# socket pairs always, and Unix sockets where the sandbox asks for them
+UNIX = """
+import socket
+found = {}
+for name, make in (("socketpair", socket.socketpair),
+                   ("socket_unix", lambda: [socket.socket(socket.AF_UNIX)])):
+    try:
+        for s in make():
+            s.close()
+        found[name] = 0
+    except OSError as err:
+        found[name] = err.errno
+"""
 
 
-def probe_in_child(with_policy: bool) -> dict:
-    """PROBE's {call: errno, 0 if it worked} in a forked child, the policy installed first
-    or not."""
+def probe_in_child(with_policy: bool, probe: str = PROBE, unix_sockets: bool = False) -> dict:
+    """probe's {call: errno, 0 if it worked} in a forked child, the policy
+    (policy(unix_sockets)) installed first or not."""
     read_fd, write_fd = os.pipe()
     pid = os.fork()
     if pid == 0:
         try:
             os.close(read_fd)
-            if with_policy and not syscalls.install():
+            if with_policy and not syscalls.install(unix_sockets):
                 raise SystemExit(3)
             namespace = {}
-            exec(PROBE, namespace)
+            exec(probe, namespace)
             os.write(write_fd, json.dumps(namespace["found"]).encode())
         finally:
             os._exit(0)
@@ -113,31 +131,183 @@ def test_every_probed_call_is_refused_by_the_policy_alone():
     assert not allowed, f"not refused with EPERM (0: it worked): {allowed}"
 
 
-def reports_from_a_graded_sandbox(tmp_path, code: str, tag: str) -> list:
-    """code planted in AdditionDataset.__init__ of the empty handout, which ends by raising
-    RuntimeError(f"{tag} {json.dumps(found)} END"), graded on part p1a: what each test's
-    sandbox found, read from the failures."""
+@pytest.mark.parametrize("unix_sockets", [False, True])
+def test_socket_pairs_always_and_unix_sockets_where_asked(unix_sockets):
+    found = probe_in_child(with_policy=True, probe=UNIX, unix_sockets=unix_sockets)
+    assert found == {"socketpair": 0, "socket_unix": 0 if unix_sockets else errno.EPERM}
+
+
+def reports_from_a_graded_sandbox(tmp_path, code: str, tag: str,
+                                  files: dict | None = None) -> tuple[list, list]:
+    """code planted in AdditionDataset.__init__ of the empty handout (ZYGOTE in it: the
+    path of the grader's zygote socket), which ends by raising
+    RuntimeError(f"{tag} {json.dumps(found)} END"), with files ({path: text}) added to the
+    handout, graded on part p1a: what each test's sandbox found, read from the failures,
+    and the failures' outputs."""
     make_handout(tmp_path / "handout")
+    for name, text in (files or {}).items():
+        (tmp_path / "handout" / name).write_text(text)
     code += f'\nraise RuntimeError("{tag} " + json.dumps(found) + " END")\n'
-    plant(tmp_path / "handout", tmp_path / "planted", "init", code)
     grader = grade.setup(["p1a"], jobs=1)
     try:
+        plant(tmp_path / "handout", tmp_path / "planted", "init",
+              code.replace("ZYGOTE", repr(grader.zygote.path)))
         results = grade.grade(tmp_path / "planted", grader, ["p1a"], None,
                               grade.Budget(time.monotonic() + 300, 20.0))
     finally:
         grader.close()
-    reports = [json.loads(m) for t in results["tests"]
-               for m in re.findall(tag + r" ([\[{].*?) END", t["output"])]
+    outputs = [t["output"] for t in results["tests"] if tag in t["output"]]
+    reports = [json.loads(m) for output in outputs
+               for m in re.findall(tag + r" ([\[{].*?) END", output)]
     assert reports, results["tests"][0]["output"][:500]
-    return reports
+    return reports, outputs
 
 
 def test_every_probed_call_is_refused_inside_a_graded_sandbox(tmp_path):
     """The probe in each p1a test's sandbox: every call refused."""
-    reports = reports_from_a_graded_sandbox(tmp_path, PROBE, "PROBE")
+    reports, _ = reports_from_a_graded_sandbox(tmp_path, PROBE, "PROBE")
     for found in reports:
         allowed = {name: c for name, c in found.items() if c != errno.EPERM}
         assert not allowed, f"not refused in the sandbox (0: it worked): {allowed}"
+
+
+# the sandbox's own Unix sockets, and every socket outside it it might try (ZYGOTE: the
+# grader's zygote; OUTSIDE: an abstract name and PORT a TCP port the kit's process listens on)
+REACH = """
+import errno, json, os, socket, tempfile
+found = {}
+def attempt(name, action):
+    try:
+        found[name] = action()
+    except OSError as err:
+        found[name] = errno.errorcode.get(err.errno, str(err.errno))
+def own(address):
+    with socket.socket(socket.AF_UNIX) as server, socket.socket(socket.AF_UNIX) as client:
+        server.bind(address)
+        server.listen()
+        client.connect(address)
+        return "ok"
+def zygote():
+    with socket.socket(socket.AF_UNIX) as client:
+        client.connect(ZYGOTE)
+        socket.send_fds(client, [json.dumps({"entry": "judge"}).encode()], [client.fileno()])
+        return client.recv(4096).decode() or "closed"
+def outside():
+    with socket.socket(socket.AF_UNIX) as client:
+        client.connect(OUTSIDE)
+        return "connected"
+def network():
+    with socket.socket(socket.AF_INET) as client:
+        client.connect(("127.0.0.1", PORT))
+        return "connected"
+attempt("socketpair", lambda: len(socket.socketpair()) and "ok")
+attempt("own path", lambda: own(os.path.join(tempfile.mkdtemp(), "s")))
+attempt("own abstract", lambda: own("\\0hw-own-" + str(os.getpid())))
+attempt("zygote", zygote)
+attempt("outside abstract", outside)
+attempt("network", network)
+"""
+
+
+def test_a_sandboxs_unix_sockets_reach_nothing_outside_it(tmp_path):
+    """In each p1a test's sandbox: a socket pair, and (sealed, where contained) a Unix socket
+    bound to a path in its folders or to an abstract name, work; the zygote's socket forks
+    nothing (its folder covered, or the zygote refuses), an abstract name bound outside and
+    a TCP port on 127.0.0.1 are not reached (nothing arrives at either)."""
+    import socket
+
+    from course.grading import landlock, sandbox
+
+    contained = sandbox.unix_sockets_contained(
+        os.geteuid() == 0, sandbox.isolation_available()[0], landlock.abi())
+    name = f"\0hw-outside-{os.getpid()}"
+    with socket.socket(socket.AF_UNIX) as abstract, socket.socket(socket.AF_INET) as tcp:
+        abstract.bind(name)
+        tcp.bind(("127.0.0.1", 0))
+        for listener in (abstract, tcp):
+            listener.listen()
+            listener.setblocking(False)
+        code = REACH.replace("OUTSIDE", repr(name)).replace("PORT", str(tcp.getsockname()[1]))
+        reports, _ = reports_from_a_graded_sandbox(tmp_path, code, "REACH")
+        for listener in (abstract, tcp):
+            with pytest.raises(BlockingIOError):
+                listener.accept()
+    own = "ok" if contained else "EPERM"
+    for found in reports:
+        assert found["socketpair"] == "ok", found
+        assert found["own path"] == found["own abstract"] == own, found
+        assert found["zygote"] in ("ENOENT", "EACCES", "EPERM", "closed"), found
+        assert found["outside abstract"] in ("ECONNREFUSED", "EPERM"), found
+        assert found["network"] == "EPERM", found
+
+
+def asks_the_zygote(path: str, under_the_policy: bool) -> str:
+    """What the zygote at path answers a forked child (root, or the zygote's own user) that
+    asks it for a sandbox over a socket pair's end, the syscall policy installed first or
+    not ("" where it forked nothing)."""
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            import socket
+
+            os.close(read_fd)
+            if under_the_policy and not syscalls.install(unix_sockets=True):
+                raise SystemExit(3)
+            ours, theirs = socket.socketpair()
+            with socket.socket(socket.AF_UNIX) as client:
+                client.connect(path)
+                request = {"entry": "sandbox", "uid": None, "tree": tempfile.mkdtemp(),
+                           "env": {}}
+                socket.send_fds(client, [json.dumps(request).encode()], [theirs.fileno()])
+                os.write(write_fd, client.recv(4096) or b"-")
+        finally:
+            os._exit(0)
+    os.close(write_fd)
+    with os.fdopen(read_fd, "rb") as pipe:
+        answer = pipe.read().decode()
+    os.waitpid(pid, 0)
+    return answer.strip("-")
+
+
+def test_the_zygote_forks_nothing_for_a_process_under_the_policy(tmp_path):
+    """A sandbox, and whatever it starts, runs under the policy, which the zygote lacks: the
+    zygote forks nothing for such a process even where its user is one it serves (root, or
+    the zygote's own user unsealed); the same request without the policy gets a child."""
+    from course.grading.zygote import Zygote
+
+    zygote = Zygote(tmp_path)
+    try:
+        refused, served = (asks_the_zygote(zygote.path, policy) for policy in (True, False))
+    finally:
+        zygote.close()
+    assert refused == "", f"the zygote forked for a process under the policy: {refused}"
+    assert '"pid"' in served, "the zygote forked nothing at all: the test shows nothing"
+
+
+def test_the_standard_librarys_concurrency_works_in_a_graded_sandbox(tmp_path):
+    """course/grading/kit/stdlib_idioms.py in each p1a test's sandbox: asyncio, threads (256),
+    multiprocessing's Pool (a fork pool of 72 too), Manager, Pipe and Queue,
+    ProcessPoolExecutor with each start method, tempfile, logging to a file and a Python
+    subprocess all work as they do on a laptop (unsealed, or sealed where no Unix socket is
+    contained, a Manager and the forkserver need one and are refused). What the code wrote
+    to stderr before it raised is in the test's failure (tests/seam.py)."""
+    from course.grading import landlock, sandbox
+
+    module = Path(__file__).with_name("stdlib_idioms.py").read_text()
+    reports, outputs = reports_from_a_graded_sandbox(
+        tmp_path, "import json, sys\nfrom problem1.stdlib_idioms import run\nfound = run()\n"
+        "print('error: written to stderr in the sandbox', file=sys.stderr)\n",
+        "IDIOMS", files={"problem1/stdlib_idioms.py": module})
+    contained = sandbox.unix_sockets_contained(
+        os.geteuid() == 0, sandbox.isolation_available()[0], landlock.abi())
+    for found in reports:
+        failed = {idiom: how for idiom, how in found.items() if how != "ok" and (
+            contained or not ("Manager" in idiom or "forkserver" in idiom))}
+        assert not failed, failed
+    # what the sandbox's code wrote to stderr, in a failure its error ends (not one whose
+    # test reworded it)
+    assert any("error: written to stderr in the sandbox" in output for output in outputs)
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to act as another user")
@@ -268,7 +438,7 @@ def test_another_checkout_on_the_machine_is_out_of_a_sandboxs_reach(tmp_path):
         code = (f"import json\nfound = []\nfor path in {targets!r}:\n"
                 "    try:\n        open(path).read()\n        found.append(path)\n"
                 "    except OSError:\n        pass\n")
-        reports = reports_from_a_graded_sandbox(tmp_path, code, "READ")
+        reports, _ = reports_from_a_graded_sandbox(tmp_path, code, "READ")
     finally:
         for other in others:
             shutil.rmtree(other)
