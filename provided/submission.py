@@ -38,7 +38,9 @@ figure drawn from another metrics.json than the one beside it.
 before the deadline: it unpacks the files of ZIP that the grader takes into a scratch
 folder, with the handout's tests, provided/ and given code (each given function you changed
 is put back as the handout has it, and named), and runs the public tests there (--part p1b
-for one part's, repeatable). Its exit status is pytest's.
+for one part's, repeatable) under the grader's limits (provided/limits.py: its resource
+limits, environment, syscall policy and time limits per test and per part; one line says
+which cannot be applied on this machine). Its exit status is pytest's.
 
 Exit status 0: written, no errors (warnings may be listed). 1: written all the same, with
 one line per error; the zip can still be handed in as partial work. 2: a bad flag or
@@ -62,6 +64,7 @@ import tempfile
 import zipfile
 from pathlib import Path
 
+from provided import limits
 from provided.common import REPO_ROOT, ArgumentParser, HomeworkError, fail, script
 from provided.given import SNAPSHOT as GIVEN_SNAPSHOT
 
@@ -632,10 +635,12 @@ def check_main(args) -> int:
               + ", on your files with the handout's given code", flush=True)
         for line in notes:
             print(f"note: {line}", flush=True)
-        command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q"]
+        command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q",
+                   "-p", "provided.check_limits",
+                   f"--timeout={limits.WALL_FACTOR * limits.TEST_CPU_S}"]
         if args.part:
             command += ["-m", " or ".join(args.part)]
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        env = {**os.environ, **limits.ENVIRONMENT, "PYTHONPATH": os.pathsep.join(
             [str(scratch), *filter(None, [os.environ.get("PYTHONPATH")])]),
                "PYTHONDONTWRITEBYTECODE": "1"}
         done = subprocess.run(command, cwd=scratch, env=env)

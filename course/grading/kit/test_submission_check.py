@@ -303,3 +303,70 @@ def test_the_smoke_run_names_what_the_grader_will_not_take(tmp_path, monkeypatch
                       "the grader takes of data files in all (1.2 KiB with it): code that "
                       "reads it fails in the grader")
     assert err[-1].startswith("smoke run failed: problem 2 failed, problem 1 passed")
+
+
+# ------------------------------------------------------- --check under the grader's limits
+def test_the_checks_limits_are_the_graders():
+    """provided/limits.py, which --check applies, holds the grader's own numbers: its time
+    limits (course/grading/grade.py, judges.py), a sandbox's largest file (warden.py, whose
+    disk budget counts it) and its code's environment (warden.sandbox_env)."""
+    from course.grading import grade, judges, warden
+    from provided import limits
+
+    assert (limits.TEST_CPU_S, limits.GROUP_TESTS, limits.WALL_FACTOR) == (
+        grade.TEST_CPU_S, judges.GROUP_TESTS, judges.WALL_FACTOR)
+    assert limits.MAX_FILE_BYTES == warden.MAX_FILE_BYTES
+    environment = warden.sandbox_env("/tree")
+    assert all(environment.get(name, value) == value
+               for name, value in limits.ENVIRONMENT.items()), environment
+
+
+CPU_TESTS = '''
+import asyncio, multiprocessing, socket, time
+import pytest
+
+
+def spin(seconds):
+    end = time.process_time() + seconds
+    while time.process_time() < end:
+        pass
+
+
+@pytest.mark.p1a
+def test_an_endless_loop():
+    spin(60)
+
+
+@pytest.mark.p1b
+def test_a_worker_process_that_computes_too_long():
+    worker = multiprocessing.get_context("fork").Process(target=spin, args=(3,))
+    worker.start()
+    worker.join()
+
+
+def test_the_network_is_refused():
+    with pytest.raises(PermissionError):
+        socket.socket(socket.AF_INET)
+
+
+def test_asyncio_works():
+    assert asyncio.run(asyncio.to_thread(sum, [1, 2])) == 3
+'''
+
+
+def test_check_applies_the_graders_time_limits_and_policy(tmp_path):
+    """--check's plugin (provided/check_limits.py), its CPU limit set to 2 s: an endless
+    loop and a worker process that computes 3 s fail in the grader's words (a worker's time
+    counts once it ends); the network is refused, asyncio works."""
+    from provided import limits
+
+    (tmp_path / "test_cpu.py").write_text(CPU_TESTS)
+    ran = subprocess.run(
+        [sys.executable, "-c", "import sys, pytest; from provided import limits; "
+         "limits.TEST_CPU_S = 2; sys.exit(pytest.main(sys.argv[1:]))", "-q", "-p",
+         "no:cacheprovider", "-p", "provided.check_limits", "-W", "ignore", "test_cpu.py"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120,
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
+    over = limits.OVER_TEST_CPU.format(seconds=2)
+    assert "2 failed, 2 passed" in ran.stdout, ran.stdout[-3000:]
+    assert ran.stdout.count(over) >= 2, ran.stdout[-3000:]
