@@ -168,6 +168,43 @@ ATTACKS = {
                     out.write(block)
         raise NotImplementedError
         """),
+    "holds_files_without_names": ("init", """
+        import os
+        block, kept = b"x" * 2**20, []
+        for index in range(6):  # 360 MiB no folder shows: unlinked, kept open; memfds
+            fd = (os.memfd_create("held") if index % 2 else
+                  os.open(f"hw_held{index}", os.O_RDWR | os.O_CREAT, 0o600))
+            for _ in range(60):
+                os.write(fd, block)
+            if not index % 2:
+                os.unlink(f"hw_held{index}")
+            kept.append(fd)
+        raise NotImplementedError
+        """),
+    "holds_system_v_segments": ("init", """
+        import ctypes
+        libc = ctypes.CDLL(None)
+        libc.shmat.restype = ctypes.c_void_p
+        for _ in range(8):  # 480 MiB touched and detached: no address space holds it
+            ident = libc.shmget(0, 60 * 2**20, 0o1600)
+            if ident >= 0:
+                address = libc.shmat(ident, None, 0)
+                ctypes.memset(address, 1, 60 * 2**20)
+                libc.shmdt(ctypes.c_void_p(address))
+        raise NotImplementedError
+        """),
+    "fills_dev_shm_deep": ("init", """
+        import os
+        folder = f"/dev/shm/hw-deep-{os.getpid()}/a/b"
+        os.makedirs(folder)
+        for index in range(12_000):
+            open(f"{folder}/{index}", "w").close()
+        raise NotImplementedError
+        """),
+    "replies_too_large": ("reference", (
+        "        return self.src[index], self.tgt_in[index], self.tgt_out[index]\n",
+        "        return (self.src[index], self.tgt_in[index],\n"
+        "                torch.zeros(4_000_000, 1, 1, dtype=torch.uint8))\n")),
     "keeps_forking": ("init", """
         import os, time
         if os.fork() == 0:

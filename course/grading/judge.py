@@ -24,6 +24,7 @@ import os
 import re
 import resource
 import shutil
+import signal
 import sys
 import time
 from pathlib import Path
@@ -47,6 +48,8 @@ NODES = "nodes.json"  # in a judge's tree: the node ids it runs, in order
 REPOSITORY_ROOTS = ("problem1", "problem2", "problem3", "provided", "tests", "conftest",
                     "tiny")
 TICKS = os.sysconf("SC_CLK_TCK")
+CPU_STOP = signal.SIGUSR1  # the grader's word that the running test is over its CPU limit
+OVER_CPU = "stopped by the grader: over the CPU time limit"  # the test's failure then
 
 
 def boot_ticks() -> float:
@@ -61,6 +64,23 @@ class Reporter:
     def __init__(self, fd: int, forget: Path):
         self.fd, self.forget = fd, forget
         self.failures: list[str] = []
+        self.calling = False  # a test's own body runs
+        signal.signal(CPU_STOP, self.stop)
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_call(self, item):
+        self.calling = True
+        try:
+            yield
+        finally:
+            self.calling = False
+
+    def stop(self, _signal, _frame) -> None:
+        """The grader's CPU_STOP: the running test fails now, and the judge goes on with
+        the next (a test in its set-up or tear-down finishes it first)."""
+        if self.calling:
+            self.calling = False
+            pytest.fail(OVER_CPU, pytrace=False)
 
     def pytest_collection_finish(self, session) -> None:
         """The hidden tests are in memory now: their files leave the disk, so that not even

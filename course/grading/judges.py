@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from course.grading.judge import NODES, OUTPUT_CHARS, TICKS, boot_ticks
+from course.grading.judge import CPU_STOP, NODES, OUTPUT_CHARS, TICKS, boot_ticks
 from course.grading.users import SPAWNED, give
 from course.grading.warden import remove_cgroups
 
@@ -48,6 +48,8 @@ WALL_FACTOR = 5  # a test's wall-clock backstop: this many times its CPU limit a
 POLL_SECONDS = 0.25  # how often a running test's CPU time is read
 JUDGE_GRACE = 15  # after a test's wall backstop (pytest-timeout's, in the judge), the
 # seconds the grader gives the judge to report before it ends the judge itself
+STOP_GRACE = 5  # after CPU_STOP, the seconds a judge has to fail the test (one in its
+# set-up or tear-down, where the judge finishes it first, may be ended with its judge)
 
 
 # ------------------------------------------------------------------------- CPU time
@@ -208,23 +210,27 @@ def _one_judge(tree, nodes, seat, repo, result, limits, deadline, too_late,
     ended_by_itself = False
     try:
         while True:
-            if test.node is not None and (why := test.over_cpu(meter.seconds())):
-                test.fail(why, nodes)
-                return False
+            if test.node is not None and test.stopping is None and \
+                    (why := test.over_cpu(meter.seconds())):
+                test.stopping = why  # the judge fails the test and goes on to the next
+                _signal(pid, CPU_STOP)
+                limit = time.monotonic() + STOP_GRACE
             wait = min(limit, deadline) - time.monotonic()
             if wait <= 0:
                 past = time.monotonic() >= deadline
                 if past:
                     result.unreached = too_late
                 if test.node is not None:
-                    test.fail(too_late if past else
-                              f"not graded: this test took over {limits.wall:.0f} s of "
-                              f"wall-clock time (its limit: {limits.cpu:.0f} CPU-seconds; a "
-                              "test that waits or sleeps ends at this backstop)", nodes)
-                elif not past and not result.unreached:
+                    test.stopping = too_late if past else test.stopping or (
+                        f"not graded: this test took over {limits.wall:.0f} s of wall-clock "
+                        f"time (its limit: {limits.cpu:.0f} CPU-seconds; a test that waits or "
+                        "sleeps ends at this backstop)")
+                    test.finish(False, "", nodes)
+                    return past
+                if not past and not result.unreached:
                     result.unreached = ("not graded: the tests did not start within "
                                         f"{startup:.0f} s")
-                return past or test.node is None
+                return True
             ready, _, _ = select.select([read_fd], [], [], min(wait, POLL_SECONDS))
             if not ready:
                 continue
@@ -248,7 +254,9 @@ def _one_judge(tree, nodes, seat, repo, result, limits, deadline, too_late,
                     limit = time.monotonic() + limits.wall + JUDGE_GRACE
                 elif kind == "end" and event.get("node") == test.node:
                     test.over_cpu(meter.seconds())
-                    test.end(event.get("outcome") == "passed", str(event.get("output")))
+                    if test.finish(event.get("outcome") == "passed", str(event.get("output")),
+                                   nodes):
+                        return False  # a fresh judge runs what is left, but that group
                     limit = time.monotonic() + limits.wall + JUDGE_GRACE
     finally:
         os.close(read_fd)
@@ -256,9 +264,8 @@ def _one_judge(tree, nodes, seat, repo, result, limits, deadline, too_late,
         remove_cgroups(seat.work)
         shutil.rmtree(own, ignore_errors=True)
     if test.node is not None:
-        test.record(test.node, False, "the judge stopped during this test (out of memory? a "
-                    "value the code under test returned may be far larger than the test "
-                    "needs)")
+        test.finish(False, "the judge stopped during this test (out of memory? a value the "
+                    "code under test returned may be far larger than the test needs)", nodes)
         return False
     if collect_error:
         result.unreached = "the tests could not be collected:\n" + collect_error[-OUTPUT_CHARS:]
@@ -275,6 +282,7 @@ class Current:
     on_outcome: object
     node: str | None = None
     used: float = 0.0  # CPU seconds, the most read so far
+    stopping: str | None = None  # why the grader stopped it
 
     def begin(self, node: str) -> None:
         self.node, self.used = node, 0.0
@@ -298,22 +306,27 @@ class Current:
                     "implementation?)")
         return None
 
-    def end(self, passed: bool, output: str) -> None:
-        """The test ended by itself: its CPU time counts to its group."""
-        self.result.cpu[self.node] = self.used
-        group = self.limits.groups.get(self.node)
+    def finish(self, passed: bool, output: str, nodes: list[str]) -> bool:
+        """The test is over: its CPU time counts to its group, and it fails with the reason
+        it was stopped (stopping), if it was; when its group is over its time, the rest of
+        the group (of nodes) fails, saying so. Whether the group is over."""
+        node, group = self.node, self.limits.groups.get(self.node)
+        self.result.cpu[node] = self.used
+        over = False
         if group is not None:
             self.result.spent[group] = self.result.spent.get(group, 0.0) + self.used
-        self.record(self.node, passed, output)
-        self.node = None
+            over = self.result.spent[group] > self.limits.group_cpu
+        self.record(node, passed and self.stopping is None, self.stopping or output)
+        for other in nodes if over else []:
+            if self.limits.groups.get(other) == group:
+                self.record(other, False, f"not graded: the tests of {group} ran over their "
+                            f"time limit of {self.limits.group_cpu:.0f} CPU-seconds together")
+        self.node, self.stopping = None, None
+        return over
 
-    def fail(self, why: str, nodes: list[str]) -> None:
-        """The test is stopped: it fails with why, and so does the rest of its group when
-        the group is over its time."""
-        group = self.limits.groups.get(self.node)
-        if group is not None:
-            self.result.spent[group] = self.result.spent.get(group, 0.0) + self.used
-        over = group is not None and self.result.spent[group] > self.limits.group_cpu
-        for node in [self.node, *(n for n in nodes if over and self.limits.groups.get(n) ==
-                                   group)]:
-            self.record(node, False, why)
+
+def _signal(pid: int, number: int) -> None:
+    try:
+        os.kill(pid, number)
+    except ProcessLookupError:
+        pass

@@ -28,6 +28,7 @@ a link or a rename could redirect (users.walk_fd). The warden ends when the judg
 end, and dies with the judge.
 """
 
+import contextlib
 import ctypes
 import dataclasses
 import json
@@ -58,6 +59,9 @@ from course.grading.users import (
 from course.grading.zygote import Zygote
 
 PR_SET_PDEATHSIG = 1
+# the signals that end a test in its judge: pytest-timeout's at the wall backstop, and the
+# grader's when the test is over its CPU time limit (course/grading/judge.py, CPU_STOP)
+TEST_STOPS = {signal.SIGALRM, signal.SIGUSR1}
 CGROUPS = "cgroups.txt"  # in a judge's work folder: every sandbox cgroup its warden made
 FREEZE_SECONDS = 2.0  # how long a freeze may take before the signals stop it too
 
@@ -285,20 +289,31 @@ class Warden:
         self.pending = 0  # replies the judge stopped waiting for (a test's time ran out)
 
     def call(self, op: str, payload: bytes | None = None, **args) -> tuple[dict, bytes | None]:
-        """(the warden's reply, the bytes it carries) to a request; the request is written
-        whole even if the test's time limit strikes meanwhile."""
-        while self.pending:
-            self.pending -= 1
-            read_message(self.channel)
-        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM})
-        try:
+        """(the warden's reply, the bytes it carries) to a request. A test's stop
+        (TEST_STOPS) may end the wait for a reply, never a message half written or half
+        read: the replies a stopped test left unread are read and dropped at the next
+        request, which the warden, still waiting on the sandbox, takes as the sign to end
+        it."""
+        with _deferred(TEST_STOPS):
             write_message(self.channel, {"op": op, **args}, payload)
-        finally:
-            signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
-        self.pending += 1
-        reply = read_message(self.channel)
-        self.pending -= 1
-        return reply
+            self.pending += 1
+        while True:
+            select.select([self.channel], [], [])  # where a test's stop lands
+            with _deferred(TEST_STOPS):
+                reply = read_message(self.channel)
+                self.pending -= 1
+            if not self.pending:
+                return reply
+
+
+@contextlib.contextmanager
+def _deferred(signals: set):
+    """The signals wait until the block is done."""
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, signals)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
 
 
 FRAME = struct.Struct("<QQ")  # the header's length, the payload's length + 1 (0: none)

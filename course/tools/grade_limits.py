@@ -9,7 +9,10 @@ Instructors only. Each attack is the empty handout with code in AdditionDataset.
 starts threads without end, or makes the judge decode replies as large as the seam carries
 (the grading tree must then peak at 700 MiB or less). Each is graded (part p1a, a 5 s test
 limit) by `python -m course.grading.grade` inside a cgroup of the default container's size
-(768 MiB, 0.5 CPU). A line per attack: whether the grader exited 0 and wrote results.json,
+(768 MiB, 0.5 CPU). The judge-side attacks (a tensor tolist() would blow up, a raw frame of
+millions of values) and the memory no address space holds (files unlinked but open, memfds,
+System V segments) must stay under 700 MiB too. A line per
+attack: whether the grader exited 0 and wrote results.json,
 its score, the reason its tests give, the cgroup's peak memory and OOM kills, and whether
 anything of the attack was left in /dev/shm or on the disk. The attack must score 0 and the
 grader survive.
@@ -75,9 +78,49 @@ ATTACKS = {
                                                             dtype=torch.int64)
         return
         """,
+    # replies shaped to grow in the judge: a tensor whose tolist() makes 8,000,000 lists,
+    # and a raw frame of 3,000,000 empty dicts written on the seam's descriptor
+    "tolist_reply": """
+        import torch
+        self.src = self.tgt_in = self.tgt_out = torch.zeros(4_000_000, 1, 1, dtype=torch.uint8)
+        return
+        """,
+    "raw_frame": """
+        import os, struct, time
+        body = b'{"tree":{"$list":[' + b"{}," * 3_000_000 + b'{}]},"blobs":[]}'
+        frame = struct.pack("<Q", len(body)) + body
+        os.write(3, struct.pack("<Q", len(frame)) + frame)
+        time.sleep(30)
+        """,
+    # memory no address space holds: files unlinked but kept open, memfds, System V segments
+    "nameless_files": """
+        import os
+        block, kept = b"x" * 2**20, []
+        while True:
+            fd = os.memfd_create("held") if len(kept) % 2 else os.open(
+                f"hw_held{len(kept)}", os.O_RDWR | os.O_CREAT, 0o600)
+            for _ in range(60):
+                os.write(fd, block)
+            if not len(kept) % 2:
+                os.unlink(f"hw_held{len(kept)}")
+            kept.append(fd)
+        """,
+    "system_v": """
+        import ctypes
+        libc = ctypes.CDLL(None)
+        libc.shmat.restype = ctypes.c_void_p
+        while True:
+            ident = libc.shmget(0, 60 * 2**20, 0o1600)
+            if ident < 0:
+                raise NotImplementedError
+            address = libc.shmat(ident, None, 0)
+            ctypes.memset(address, 1, 60 * 2**20)
+            libc.shmdt(ctypes.c_void_p(address))
+        """,
 }
 # the grading tree's peak in the cgroup where the attack is not about memory itself
-PEAK_BUDGET_MIB = {"max_reply": 700, "thread_storm": 700}
+PEAK_BUDGET_MIB = {"max_reply": 700, "thread_storm": 700, "tolist_reply": 700,
+                   "raw_frame": 700, "nameless_files": 700, "system_v": 700}
 CGROUP = Path("/sys/fs/cgroup")
 MEMORY_BYTES = 768 * 2**20
 CPU_QUOTA_US, CPU_PERIOD_US = 50_000, 100_000

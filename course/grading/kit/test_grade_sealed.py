@@ -222,6 +222,31 @@ def _owner(path: Path):
         return None
 
 
+@pytest.mark.parametrize("attack", ["holds_files_without_names", "holds_system_v_segments",
+                                    "fills_dev_shm_deep"])
+def test_what_no_folder_shows_counts_to_the_budget(graded, attack):
+    """Files unlinked but kept open and memfds, System V segments touched and detached,
+    files two folders deep in /dev/shm: the sandbox is stopped, saying why, or (in a
+    namespace of its own, which caps them) refused past the budget; either way it earns
+    nothing and nothing of it is left (test_no_process_of_the_sandbox_user_survives)."""
+    outputs = " ".join(t["output"] for t in graded[attack]["tests"] if t["tags"] == ["p1a"])
+    namespaces = "with namespaces" in graded["_isolation"]
+    assert _score(graded[attack]) == 0
+    assert "held more than" in outputs or "made more than" in outputs or (
+        namespaces and attack != "holds_files_without_names"), outputs[:400]
+
+
+def test_a_reply_far_larger_than_the_contract_is_refused_by_its_shape(graded):
+    """__getitem__ returning a 4,000,000 x 1 x 1 tgt_out: the judge refuses it by its shape
+    (it once built lists of lists of 2.9 GB from it), naming the call, and the tests that
+    take no item still pass."""
+    attack = graded["replies_too_large"]
+    outputs = [t["output"] for t in attack["tests"] if t["tags"] == ["p1a"]]
+    refused = [o for o in outputs if "4,000,000 x 1 x 1" in o]
+    assert refused and "getitem" in refused[0], outputs[:3]
+    assert 0 < _score(attack) < 4.0
+
+
 def test_module_level_code_runs_in_the_sandbox_only_and_fails_its_own_tests(graded):
     """A submission's file is taken whole, so its module-level code runs, in the sandbox:
     raising there fails the tests that import the module, naming the error; a region
