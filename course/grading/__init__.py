@@ -39,6 +39,8 @@ and beside them:
     mutants.py    the catalogue of planted mistakes (MISTAKES.md)
     failures.py   how a graded test failed (an exception's type, a message's family)
     class_report.py the class's scores and most common mistakes, after a --csv grading
+    unpack.py     a class folder of zips, repositories and folders as it comes, made into
+                  the folder of submissions a --csv grading takes
     similarity.py similar code between submissions, function by function (copydetect)
     stubs.py      the non-solutions (stubs that raise, return None, zeros or the input)
                   that no graded test may pass
