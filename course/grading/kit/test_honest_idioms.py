@@ -11,7 +11,10 @@ and the grader must give it exactly the reference's code points. A given functio
 (and called edited) is the one rewrite the grader does not take: there the public tests'
 verdict of `python -m provided.submission --check` is the grader's, test by test, the
 part's visible output names the function, and no part whose files are untouched loses a
-point."""
+point. Part 3E written with the standard library's concurrency and files (asyncio, threads,
+multiprocessing's Pool, Manager, Pipe and Queue, ProcessPoolExecutor with the spawn and
+forkserver start methods, tempfile, logging to a file, a Python subprocess) passes local
+pytest and `--check`, and earns every point of the part."""
 
 import ast
 import codecs
@@ -140,6 +143,143 @@ IDIOMS = [
      lambda t: replace("        return len(self.src)\n", "        return count_rows(self.src)\n")(
          before_first_def(t, "from problem1 import count_rows\n\n\n"))),
 ]
+# the standard library's concurrency and files in Part 3E's solutions (problem3/evaluate.py),
+# each as a student might use it (the helpers they call go before the first function); a
+# spawned or forkserver worker runs only library functions, as it must: it imports the
+# module afresh, without the tests' stand-ins
+EVALUATE = "problem3/evaluate.py"
+STDLIB_HELPERS = """import asyncio
+import logging
+import multiprocessing
+import subprocess
+import sys
+import tempfile
+import threading
+from concurrent.futures import ProcessPoolExecutor
+
+
+async def _canonical_in_threads(samples):
+    return await asyncio.gather(*(asyncio.to_thread(canonical, s) for s in samples))
+
+
+def _count_in_threads(predicate, items, threads=4):
+    counts, lock = [], threading.Lock()
+
+    def count(chunk):
+        found = sum(map(predicate, chunk))
+        with lock:
+            counts.append(found)
+    workers = [threading.Thread(target=count, args=(items[i::threads],)) for i in range(threads)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    return sum(counts)
+
+
+def _outcomes(members):
+    with multiprocessing.get_context("fork").Pool(2) as pool:
+        return pool.map(outcome, members)
+
+
+def _rows_via_a_manager(rows):
+    with multiprocessing.Manager() as manager:
+        shared = manager.list()
+        shared.extend(rows)
+        return list(shared)
+
+
+def _in_a_process(method, function, values):
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context(method)) as executor:
+        return executor.submit(function, values).result()
+
+
+def _send_early(connection, rows):
+    connection.send([r["head_grad_norm"] for r in rows if r["step"] in EARLY_STEPS])
+    connection.close()
+
+
+def _early_through_a_pipe(rows):
+    ours, theirs = multiprocessing.Pipe()
+    worker = multiprocessing.get_context("fork").Process(target=_send_early, args=(theirs, rows))
+    worker.start()
+    early = ours.recv()
+    worker.join()
+    return early
+
+
+def _put_final(queue, log):
+    queue.put(log["final_val_loss"])
+
+
+def _final_through_a_queue(log):
+    queue = multiprocessing.get_context("fork").Queue()
+    worker = multiprocessing.get_context("fork").Process(target=_put_final, args=(queue, log))
+    worker.start()
+    final = queue.get()
+    worker.join()
+    return final
+
+
+def _count_in_python(count):
+    return int(subprocess.run([sys.executable, "-c", "import sys; print(int(sys.argv[1]))",
+                               str(count)], capture_output=True, text=True, check=True).stdout)
+
+
+def _log_to_a_file(found):
+    path = Path(tempfile.mkdtemp()) / "samples.log"
+    logger = logging.getLogger("sample_metrics")
+    handler = logging.FileHandler(path)
+    logger.addHandler(handler)
+    try:
+        logger.warning("%d distinct valid samples", len(found))
+    finally:
+        logger.removeHandler(handler)
+        handler.close()
+    assert path.read_text().startswith(str(len(found)))
+
+
+"""
+STDLIB_IDIOMS = [
+    ("asyncio.run of asyncio.to_thread", EVALUATE,
+     replace("    canon = [canonical(s) for s in samples]\n",
+             "    canon = asyncio.run(_canonical_in_threads(samples))\n")),
+    ("threading.Thread and a Lock", EVALUATE,
+     replace('"well_formed": sum(map(is_well_formed, samples)) / len(samples),',
+             '"well_formed": _count_in_threads(is_well_formed, samples) / len(samples),')),
+    ("a Python subprocess (subprocess.run([sys.executable, ...]))", EVALUATE,
+     replace('"num_samples": len(samples),', '"num_samples": _count_in_python(len(samples)),')),
+    ("tempfile and logging to a file", EVALUATE,
+     replace("    distinct = set(valid)\n",
+             "    distinct = set(valid)\n    _log_to_a_file(sorted(distinct))\n")),
+    ("a fork multiprocessing.Pool", EVALUATE,
+     replace("counts = Counter(outcome(s) for s in members)",
+             "counts = Counter(_outcomes(members))")),
+    ("a multiprocessing.Manager", EVALUATE,
+     replace("    return rows\n    # END SOLUTION", "    return _rows_via_a_manager(rows)\n"
+             "    # END SOLUTION")),
+    ("a multiprocessing.Pipe to a Process", EVALUATE,
+     replace('early = [r["head_grad_norm"] for r in log["log"] if r["step"] in EARLY_STEPS]',
+             'early = _early_through_a_pipe(log["log"])')),
+    ("a multiprocessing.Queue from a Process", EVALUATE,
+     replace('final = log["final_val_loss"]', "final = _final_through_a_queue(log)")),
+    ("a ProcessPoolExecutor with the spawn start method", EVALUATE,
+     replace('float(np.mean(finite)) if complete', 'float(_in_a_process("spawn", np.mean, finite))'
+             " if complete")),
+    ("a ProcessPoolExecutor with the forkserver start method", EVALUATE,
+     replace('"head_grad_norm_max_100": max(finite) if complete',
+             '"head_grad_norm_max_100": _in_a_process("forkserver", max, finite) if complete')),
+]
+
+
+def with_stdlib_idioms(text: str) -> str:
+    """problem3/evaluate.py's text with STDLIB_IDIOMS applied, their helpers first."""
+    text = before_first_def(text, STDLIB_HELPERS)
+    for _, _, edit in STDLIB_IDIOMS:
+        text = edit(text)
+    return text
+
+
 # the files of a student's own that the idioms above use: {path: text}
 FILES = {
     "problem1/attn_utils/__init__.py": '"""Helpers of my attention."""\n\n'
@@ -316,3 +456,35 @@ def test_a_given_function_edited_gets_the_local_checks_verdict(tmp_path):
     lost = {t["tags"][0] for t in results["tests"] if t["score"] < t["max_score"]
             and not t["tags"][0].endswith("-results")}
     assert lost == failing_parts, "a hidden test lost points where every public one passed"
+
+
+def test_the_standard_librarys_idioms_earn_every_point_of_their_part(tmp_path):
+    """Part 3E solved with STDLIB_IDIOMS (asyncio, threads, a Python subprocess, tempfile
+    and logging to a file, a fork Pool, a Manager, a Pipe and a Queue to a Process, a
+    ProcessPoolExecutor with the spawn and the forkserver start methods): local pytest
+    passes, `--check` passes every public test of the part, and the grader gives the part
+    every point (Problem 3's other files the reference's, Problems 1 and 2 the handout's)."""
+    from course.grading.kit.test_submission_check import check_in
+
+    root = tmp_path / "submission"
+    make_handout(root)
+    for path in REPO_ROOT.glob("problem3/*.py"):
+        (root / path.relative_to(REPO_ROOT)).write_text(path.read_text())
+    (root / EVALUATE).write_text(with_stdlib_idioms((REPO_ROOT / EVALUATE).read_text()))
+    env = {**os.environ, "PYTHONPATH": str(root), "OMP_NUM_THREADS": "1"}
+    ran = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                          "-m", "p3e", "tests"], cwd=root, capture_output=True, text=True,
+                         env=env)
+    assert ran.returncode == 0, ran.stdout[-3000:]
+    assert check_in(root, "--out", "s.zip").returncode in (0, 1)  # other problems: stubs
+    checked = check_in(root, "--check", "s.zip", "--part", "p3e")
+    assert checked.returncode == 0, checked.stdout[-3000:]
+    grader = grade.setup(["p3e"])
+    try:
+        budget = grade.Budget(time.monotonic() + 1200, grader.test_seconds)
+        results = grade.grade(root, grader, ["p3e"], None, budget)
+    finally:
+        grader.close()
+    graded = [t for t in results["tests"] if t["tags"][0] == "p3e"]
+    assert graded and all(t["score"] == t["max_score"] for t in graded), [
+        t["output"][:300] for t in graded if t["score"] < t["max_score"]]
