@@ -784,7 +784,8 @@ def p3_answer_validity(m: dict, bands: dict) -> str:
         f"the one before in {of_n(smaller, n)}, and smaller by more than the noise of the "
         f"samples in {of_n(shrink, n)} ({NOISE_RULE}): "
         + ("the curve is flattening, not flat" if shrink == n else
-           "these samples do not tell a flattening curve from a straight one") + ". The well-formed but invalid "
+           "these samples do not tell a flattening curve from a straight one")
+        + ". The well-formed but invalid "
         f"fraction falls from {rng(wfi[0])} to {rng(wfi[1])} and the ill-formed fraction "
         f"from {rng(ill[0])} to {rng(ill[1])}: both kinds of failure shrink over training at "
         f"comparable rates, so these numbers do not show syntax learned before chemistry.")
