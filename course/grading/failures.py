@@ -12,10 +12,10 @@ import re
 VERDICTS = ("AssertionError", "Failed", "Timeout", "Skipped", "Unknown")
 EXCEPTION_NAME = re.compile(r"([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*)(?::\s?(.*))?")
 EXCEPTION_ENDS = ("Error", "Exception", "Warning", "Exit", "Interrupt", "Iteration", "Failed")
-# the first lines of a test stopped for its time (course/grading/judge.py's at the wall
-# backstop, course/grading/judges.py's over the CPU limit, its group's or the backstop)
-TIME_LIMITS = ("this test ran over its", "not graded: this test ran over its",
-               "not graded: this test took over", "not graded: the tests of")
+# the first lines of a test stopped for its time (course/grading/judges.py's: over its CPU
+# limit or its group's, or idle too long)
+TIME_LIMITS = ("not graded: this test ran over its", "not graded: this test waited or slept",
+               "not graded: the tests of")
 # a number, not the digits of a name (float32, problem1.attention)
 NUMBER = re.compile(r"(?<!\w)(?:0x[0-9a-fA-F]+|[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)")
 

@@ -62,7 +62,6 @@ from course.grading.grader_data import data_fault
 from course.grading.gradescope import (
     DEADLINE_S,
     build_autograder,
-    cpu_quota,
     default_jobs,
     results_json,
     score_of,
@@ -94,8 +93,8 @@ from provided.common import DATA_DIR, REPO_ROOT, ArgumentParser, fail, script
 from provided.results import write_json
 
 TEST_CPU_S = 20  # one test's CPU time limit, its code's and the test's own (the slowest
-# reference test: 3.5 s); the wall-clock backstop is judges.WALL_FACTOR times it, at a job's
-# CPU share
+# reference test: 3.8 CPU-seconds); a test that sleeps or waits ends after judges.WALL_FACTOR
+# times it of wall-clock time
 TOO_LATE = "not graded: the grading time limit was reached"
 RESULTS_SHARE = 1 / 3  # of the grading's time, what recomputing the results may take
 STOPPED = "not graded: the grader stopped before this test ran (time limit?)"
@@ -117,8 +116,7 @@ class Grader:
     users per job (course/grading/users.py), the zygote the sandboxes are forked from, one
     test's CPU time limit (CPU-seconds); code_only: the results are not graded (the grader
     has no data); judges: per job, the user its judge runs as (none when not sealed);
-    reader: the user a submission's weights are parsed as (course/grading/weights.py);
-    share: the CPUs a job may use."""
+    reader: the user a submission's weights are parsed as (course/grading/weights.py)."""
     kit: Kit
     sandboxes: list  # [job][user]: Sandbox
     zygote: Zygote
@@ -126,7 +124,6 @@ class Grader:
     code_only: bool = False
     judges: list = field(default_factory=list)  # [job]: Sandbox
     reader: Sandbox = field(default_factory=Sandbox)  # who parses a submission's weights
-    share: float = 1.0  # the quota over the jobs, at most 1
 
     @property
     def sealed(self) -> bool:
@@ -238,7 +235,7 @@ def judge_share(grader: Grader, index: int, nodes: list[str], judge_tree: Path,
         result = run_tests(judge_tree, nodes, seat, str(REPO_ROOT), budget.test_seconds,
                            budget.deadline, TOO_LATE,
                            lambda node, passed, output: report((node, passed, output)), groups,
-                           grader.share, spent)
+                           spent)
         remove_cgroups(work)
         kill_spawned(work, pool)
         for node in nodes:
@@ -347,7 +344,7 @@ def setup(parts: list[str], jobs: int | None = None, scratch: Path | None = None
     zygote = Zygote(folder)
     print(f"sandbox isolation: {zygote.isolation}", flush=True)
     return Grader(read_kit(parts), sandboxes, zygote, TEST_CPU_S, code_only, judges,
-                  sandbox_user(), min(1.0, cpu_quota() / jobs))
+                  sandbox_user())
 
 
 def check_grader_data(data_dir: Path | None = None) -> None:
@@ -376,8 +373,8 @@ def parse_args(argv=None):
                              "(default %(default)s, inside Gradescope's 10 minutes)")
     parser.add_argument("--test-seconds", type=float, default=None,
                         help=f"one test's CPU time limit (default {TEST_CPU_S} CPU-seconds, its "
-                             "code's and the test's own; the wall clock stops a test at "
-                             f"{WALL_FACTOR} times that, at a job's CPU share)")
+                             "code's and the test's own; a test that sleeps or waits ends "
+                             f"after {WALL_FACTOR} times that of wall-clock time)")
     parser.add_argument("--code-only", action="store_true",
                         help="grade the code without the grader's data: every results entry "
                              "then says 'not graded: --code-only' and earns nothing")

@@ -120,10 +120,7 @@ def failure_text(report, hidden: bool = False) -> str:
     the grader's: pytest's report would show the hidden test's code and lines."""
     text = report.longreprtext
     first = getattr(getattr(report.longrepr, "reprcrash", None), "message", "") or ""
-    if "Failed: Timeout" in text:  # pytest-timeout's own message, at the wall backstop
-        first = ("this test ran over its wall-clock backstop (waiting or sleeping: a lock "
-                 "never released, a queue never fed, a worker that never ends?)")
-    elif first.startswith("MemoryError") and "in the code under test:" not in text:
+    if first.startswith("MemoryError") and "in the code under test:" not in text:
         first = (f"MemoryError in the test, over the judge's memory budget ({JUDGE_MEMORY >> 20}"
                  " MiB for a test): what the code under test returned, or what the test built "
                  "from it, was far larger than the test needs")

@@ -43,11 +43,9 @@ class RunResult:
 
 GROUP_TESTS = 3  # a group's tests (a part's public or hidden ones) may take this many
 # tests' time limits together: an endless loop in a part's code costs that part's time
-WALL_FACTOR = 5  # a test's wall-clock backstop: this many times its CPU limit at the job's
-# CPU share (a test that sleeps or waits uses no CPU; this ends it)
+WALL_FACTOR = 5  # a test that sleeps or waits (none of its threads busy: Reading) ends
+# after this many times its CPU limit of such wall-clock time, however busy the machine
 POLL_SECONDS = 0.25  # how often a running test's CPU time is read
-JUDGE_GRACE = 15  # after a test's wall backstop (pytest-timeout's, in the judge), the
-# seconds the grader gives the judge to report before it ends the judge itself
 STOP_GRACE = 5  # after CPU_STOP, the seconds a judge has to fail the test (one in its
 # set-up or tear-down, where the judge finishes it first, may be ended with its judge)
 
@@ -67,6 +65,28 @@ def _cpu(fields: list[str]) -> int:
     return sum(int(n) for n in fields[11:15])
 
 
+def _busy(pid: str, fields: list[str]) -> bool:
+    """Whether a thread of the process runs, waits for a CPU (R) or for the disk (D)."""
+    if fields[0] in "RD":
+        return True
+    if int(fields[17]) < 2:
+        return False
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return False
+    return any((thread := _stat(f"{pid}/task/{task}")) and thread[0] in "RD"
+               for task in tasks)
+
+
+@dataclass(frozen=True)
+class Reading:
+    """What a test has used so far: CPU-seconds, and whether a thread of it is busy now
+    (runs or waits for a CPU or the disk: a test starved by a busy machine is busy)."""
+    seconds: float
+    busy: bool
+
+
 @dataclass
 class Meter:
     """The CPU time of the test a judge runs, as the kernel counts it: the judge's own
@@ -74,7 +94,9 @@ class Meter:
     process of the judge's sandbox users; unsealed: every process in a sandbox's session,
     the sandboxes' pids read from the judge's work folder). A process's time includes its
     reaped children's (/proc/<pid>/stat's cutime and cstime), so a pool's workers count when
-    they exit. The same count in every mode, cgroup or none: the deployed mode has none."""
+    they exit. The same count in every mode, cgroup or none: the deployed mode has none.
+    Whether any thread of those is busy tells a test that sleeps or waits from one that a
+    busy machine starves."""
     pid: int
     uids: set
     work: Path
@@ -87,10 +109,11 @@ class Meter:
         fields = _stat(str(self.pid))
         self.judge_start = _cpu(fields) if fields else 0
 
-    def seconds(self) -> float:
-        """CPU seconds the current test has used so far."""
+    def read(self) -> Reading:
+        """The current test's CPU time so far, and whether it is busy now."""
         fields = _stat(str(self.pid))
         used = (_cpu(fields) - self.judge_start) if fields else 0
+        busy = fields is not None and _busy(str(self.pid), fields)
         sessions = None if self.uids else self._sessions()
         for pid in os.listdir("/proc"):
             if not pid.isdigit() or pid == str(self.pid):
@@ -103,7 +126,8 @@ class Meter:
             if sessions is not None and int(fields[3]) not in sessions:
                 continue
             used += _cpu(fields)
-        return used / TICKS
+            busy = busy or _busy(pid, fields)
+        return Reading(used / TICKS, busy)
 
     def _ours(self, pid: str) -> bool:
         """Whether the process runs as one of the sandbox users: /proc/PID is its user's,
@@ -141,18 +165,17 @@ class Seat:
 
 def run_tests(tree: Path, nodes: list[str], seat: Seat, repo: str, test_seconds: float,
               deadline: float, too_late: str, on_outcome=None,
-              groups: dict | None = None, share: float = 1.0,
-              spent: dict | None = None) -> RunResult:
+              groups: dict | None = None, spent: dict | None = None) -> RunResult:
     """Run nodes (pytest node ids, in order) in judges over tree. Each test may use
-    test_seconds of CPU time (Meter), and WALL_FACTOR times that, at the job's CPU share,
-    of wall-clock time. A test that derails its judge fails, and a fresh judge takes the
-    tests after it. The tests of one group (groups: {node: name}, e.g. a part's hidden
-    tests) may take GROUP_TESTS * test_seconds of CPU time together: then the rest of the
-    group fails, saying so (spent: {group: CPU-seconds}, shared by the judges that run a
+    test_seconds of CPU time (Meter), and WALL_FACTOR times that of wall-clock time in which
+    it is not busy (it sleeps or waits). A test that derails its judge fails, and a fresh
+    judge takes the tests after it. The tests of one group (groups: {node: name}, e.g. a
+    part's hidden tests) may take GROUP_TESTS * test_seconds of CPU time together: then the
+    rest of the group fails, saying so (spent: {group: CPU-seconds}, shared by the judges that run a
     group's tests side by side). At the deadline the tests not done fail with the reason
     too_late. on_outcome(node, passed, output) is called as each outcome arrives."""
     result = RunResult(spent={} if spent is None else spent)
-    limits = Limits(test_seconds, WALL_FACTOR * test_seconds / min(1.0, share), groups or {})
+    limits = Limits(test_seconds, WALL_FACTOR * test_seconds, groups or {})
     remaining = list(nodes)
     while remaining:
         if time.monotonic() >= deadline:
@@ -169,10 +192,10 @@ def run_tests(tree: Path, nodes: list[str], seat: Seat, repo: str, test_seconds:
 
 @dataclass(frozen=True)
 class Limits:
-    """A test's CPU limit (cpu, CPU-seconds) and wall-clock backstop (wall, seconds), and
-    the groups its CPU time counts to ({node: group})."""
+    """A test's CPU limit (cpu, CPU-seconds), the wall-clock time it may spend not busy
+    (idle, seconds), and the groups its CPU time counts to ({node: group})."""
     cpu: float
-    wall: float
+    idle: float
     groups: dict
 
     @property
@@ -191,7 +214,7 @@ def _one_judge(tree, nodes, seat, repo, result, limits, deadline, too_late,
         os.chown(seat.work, seat.judge.uid, seat.judge.gid)
     read_fd, write_fd = os.pipe()
     args = ["-q", "-p", "no:cacheprovider", "--basetemp", str(seat.basetemp), "-o",
-            f"timeout={max(1, int(limits.wall))}"]
+            "timeout=0"]  # the grader's clocks end a test (Current), pytest-timeout's none
     try:
         pid = seat.zygote.fork("judge", {
             "tree": str(own), "args": args, "repo": repo,
@@ -205,13 +228,13 @@ def _one_judge(tree, nodes, seat, repo, result, limits, deadline, too_late,
     meter = Meter(pid, {user.uid for user in seat.pool if user.sealed}, seat.work)
     test = Current(result, limits, on_outcome)
     buffer, collect_error = b"", ""
-    startup = 4 * limits.wall / WALL_FACTOR  # collection included
+    startup = 4 * limits.cpu  # collection included
     limit = time.monotonic() + startup
     ended_by_itself = False
     try:
         while True:
             if test.node is not None and test.stopping is None and \
-                    (why := test.over_cpu(meter.seconds())):
+                    (why := test.over(meter.read())):
                 test.stopping = why  # the judge fails the test and goes on to the next
                 _signal(pid, CPU_STOP)
                 limit = time.monotonic() + STOP_GRACE
@@ -221,10 +244,7 @@ def _one_judge(tree, nodes, seat, repo, result, limits, deadline, too_late,
                 if past:
                     result.unreached = too_late
                 if test.node is not None:
-                    test.stopping = too_late if past else test.stopping or (
-                        f"not graded: this test took over {limits.wall:.0f} s of wall-clock "
-                        f"time (its limit: {limits.cpu:.0f} CPU-seconds; a test that waits or "
-                        "sleeps ends at this backstop)")
+                    test.stopping = too_late if past else test.stopping
                     test.finish(False, "", nodes)
                     return past
                 if not past and not result.unreached:
@@ -251,13 +271,13 @@ def _one_judge(tree, nodes, seat, repo, result, limits, deadline, too_late,
                 elif kind == "start" and event.get("node") in nodes:
                     meter.begin(event.get("at"))
                     test.begin(event["node"])
-                    limit = time.monotonic() + limits.wall + JUDGE_GRACE
+                    limit = deadline  # the test's own clocks: Current.over
                 elif kind == "end" and event.get("node") == test.node:
-                    test.over_cpu(meter.seconds())
+                    test.over(meter.read())
                     if test.finish(event.get("outcome") == "passed", str(event.get("output")),
                                    nodes):
                         return False  # a fresh judge runs what is left, but that group
-                    limit = time.monotonic() + limits.wall + JUDGE_GRACE
+                    limit = time.monotonic() + startup  # until the next test starts
     finally:
         os.close(read_fd)
         end(pid)  # its warden dies with it: the sandbox it left is killed here
@@ -282,19 +302,25 @@ class Current:
     on_outcome: object
     node: str | None = None
     used: float = 0.0  # CPU seconds, the most read so far
+    idle: float = 0.0  # seconds in which no thread of it was busy
+    read_at: float = 0.0  # when it was last read
     stopping: str | None = None  # why the grader stopped it
 
     def begin(self, node: str) -> None:
-        self.node, self.used = node, 0.0
+        self.node, self.used, self.idle, self.read_at = node, 0.0, 0.0, time.monotonic()
 
     def record(self, node: str, passed: bool, output: str) -> None:
         self.result.outcomes.setdefault(node, (passed, output))
         if self.on_outcome is not None:
             self.on_outcome(node, *self.result.outcomes[node])
 
-    def over_cpu(self, seconds: float) -> str | None:
-        """Why the test must end now (over its CPU limit, or its group's), else None."""
-        self.used = max(self.used, seconds)
+    def over(self, reading: Reading) -> str | None:
+        """Why the test must end now (over its CPU limit or its group's, or not busy for
+        too long), else None."""
+        now = time.monotonic()
+        self.used = max(self.used, reading.seconds)
+        self.idle += 0.0 if reading.busy else now - self.read_at
+        self.read_at = now
         group = self.limits.groups.get(self.node)
         if group is not None and \
                 self.result.spent.get(group, 0.0) + self.used > self.limits.group_cpu:
@@ -304,6 +330,10 @@ class Current:
             return (f"not graded: this test ran over its time limit of "
                     f"{self.limits.cpu:.0f} CPU-seconds (an endless loop, or a far too slow "
                     "implementation?)")
+        if self.idle > self.limits.idle:
+            return (f"not graded: this test waited or slept for {self.limits.idle:.0f} s "
+                    "(none of its processes running: a lock never released, a queue never "
+                    "fed, a worker that never ends?)")
         return None
 
     def finish(self, passed: bool, output: str, nodes: list[str]) -> bool:
