@@ -34,11 +34,16 @@ def test_forward_items(data_dir):
     assert tgt_out.tolist() == [1, 3, 5, 9], (
         "tgt_out must be the sum's four digits, carry digit first in forward order: is the "
         "carry digit dropped (sum mod 1000) or are the digits reversed?")
-    assert tgt_in.tolist() == [BOS, 1, 3, 5], (
-        f"tgt_in must be BOS followed by tgt_out[:3] ([BOS, 1, 3, 5] here), not "
-        f"{tgt_in.tolist()}: "
-        + ("it is BOS + tgt_out[1:], shifted the wrong way" if tgt_in.tolist() == [BOS, 3, 5, 9]
-           else "is the decoder input not shifted, so that it leaks the answer?"))
+    got = tgt_in.tolist()
+    readings = {  # what the usual mistakes make of it
+        (BOS, 3, 5, 9): "it is BOS + tgt_out[1:], shifted the wrong way",
+        (1, 3, 5, 9): "it is tgt_out itself, not shifted: the decoder input leaks the answer",
+        (PLUS, 1, 3, 5): f"it starts with PLUS ({PLUS}), not BOS ({BOS})",
+        (0, 1, 3, 5): f"it starts with 0, not BOS ({BOS})"}
+    assert got == [BOS, 1, 3, 5], (
+        f"tgt_in must be BOS ({BOS}) followed by tgt_out[:3] ([{BOS}, 1, 3, 5] here), not "
+        f"{got}: " + readings.get(tuple(got), "its first token is the start token BOS, then "
+                                  "the first three digits of tgt_out"))
     assert all(t.dtype == torch.long for t in ds[0]), "every item tensor must be torch.long"
     sums = [ds[i][2].tolist() for i in (1, 2, 3, 4)]
     assert sums == [[0, 6, 0, 9], [0, 5, 1, 2], [0, 0, 0, 0], [1, 9, 9, 8]], (

@@ -16,7 +16,13 @@ from problem1.dataset import BOS, PLUS
 from problem1.model import score_predictions
 from tests.seam import submission
 from tests.tiny import addition_data, run_script, script_args
-from tests.tiny_problem1 import adder_and_twin, random_items, split, stand_in_scripts
+from tests.tiny_problem1 import (
+    StandInAdder,
+    adder_and_twin,
+    random_items,
+    split,
+    stand_in_scripts,
+)
 
 TRAINING_USES = ("train_step, validate and steps_to_95 (Part D), on stand-ins of the dataset "
                  "and the model (tests/tiny_problem1.py)")
@@ -148,23 +154,57 @@ def _batches(n: int = 3):
     return list(zip(src, tgt_in, tgt_out))
 
 
-def test_train_step_clears_the_gradients_between_steps():
-    """Three calls of train_step give the same weights as three plain Adam steps, each on
-    its own batch's gradient."""
-    model, twin = adder_and_twin(0, dropout=0.0)
-    optimizer = optim.Adam(model.parameters(), lr=1e-3)
-    twin_optimizer = torch.optim.Adam(twin.parameters(), lr=1e-3)
-    for src, tgt_in, tgt_out in _batches():
-        train_step(model, optimizer, src, tgt_in, tgt_out)
-        twin_optimizer.zero_grad()
+# Adam as the tests take it: eps 1e-3, so that a gradient that is zero but for rounding (the
+# keys' biases: a softmax ignores a shift shared by every key) moves no weight; with the
+# default 1e-8 such noise makes a full step, and an equal loss summed in another order (say
+# over [B, 12, 4] logits) ends 2e-4 away after three steps
+ADAM = {"lr": 1e-3, "eps": 1e-3}
+
+
+def adam_steps(start: dict, batches, accumulate: bool = False) -> dict:
+    """The state of a trusted StandInAdder that starts from start, after one Adam step
+    (ADAM) per batch on its teacher-forced loss, the gradients cleared before each backward
+    pass unless accumulate."""
+    twin = StandInAdder(dropout=0.0)
+    twin.load_state_dict(start)
+    optimizer = torch.optim.Adam(twin.parameters(), **ADAM)
+    for src, tgt_in, tgt_out in batches:
+        if not accumulate:
+            optimizer.zero_grad()
         logits, _ = twin(src, tgt_in)
         F.cross_entropy(logits.reshape(-1, 12), tgt_out.reshape(-1)).backward()
-        twin_optimizer.step()
-    for (name, p), q in zip(model.state_dict().items(), twin.state_dict().values()):
-        assert torch.allclose(p, q, atol=1e-6), (
-            f"train_step must clear the gradients before each backward pass: after three "
-            f"steps {name} differs from three Adam steps on their own gradients (are the "
-            "gradients of earlier steps still added in?)")
+        optimizer.step()
+    return twin.state_dict()
+
+
+def test_train_step_clears_the_gradients_between_steps():
+    """Three calls of train_step give the weights of three Adam steps, each on its own
+    batch's gradient; where they do not, the message says whether they are those of steps
+    on the gradients added up over the calls."""
+    model, twin = adder_and_twin(0, dropout=0.0)
+    start = {name: tensor.clone() for name, tensor in twin.state_dict().items()}
+    batches = _batches()
+    optimizer = optim.Adam(model.parameters(), **ADAM)
+    for src, tgt_in, tgt_out in batches:
+        train_step(model, optimizer, src, tgt_in, tgt_out)
+    found = dict(model.state_dict().items())
+    expected = adam_steps(start, batches)
+    differ = [name for name in expected
+              if not torch.allclose(found[name], expected[name], atol=1e-6)]
+    if not differ:
+        return
+    summed = adam_steps(start, batches, accumulate=True)
+
+    def gap(state: dict) -> float:
+        return max((found[name] - state[name]).abs().max().item() for name in state)
+    why = ("they are those of Adam steps on the gradients added up over the calls: clear "
+           "them before each backward pass (optimizer.zero_grad())" if gap(summed) < 1e-6
+           else f"they are {gap(expected):.3g} away from them at most, and {gap(summed):.3g} "
+                "from steps on the gradients added up over the calls")
+    assert not differ, (
+        "train_step must take one Adam step (the optimizer given) on each batch's own "
+        f"gradient: after three calls {differ[0]} ({len(differ)} tensors in all) differs "
+        f"from three such steps: {why}")
 
 
 def test_train_step_runs_in_training_mode():

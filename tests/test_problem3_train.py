@@ -56,9 +56,16 @@ def test_lr_at_step():
         except ZeroDivisionError:
             pytest.fail(f"lr_at_step({step}, 1e-3, warmup={warmup}) raised ZeroDivisionError: "
                         "with warmup 0 it must return the peak from step 1 (no warmup)")
-    why = ("is step // warmup an integer division (0 until the end of warmup)?"
-           if got[1] == 0 and got[3] == pytest.approx(1e-3) else
-           "is warmup counted from step 0, or never capped at the peak?")
+    readings = {  # what the usual mistakes give for LR_CASES
+        "step // warmup is an integer division (0 until the end of warmup)":
+            [1e-3 * min(1, s // w) if w else 1e-3 for s, w, _ in LR_CASES],
+        "the steps are counted from 0 (the rate at step s is peak * (s - 1) / warmup)":
+            [1e-3 * min(1, (s - 1) / w) if w else 1e-3 for s, w, _ in LR_CASES],
+        "the rate is never capped at the peak": [1e-3 * s / w if w else 1e-3
+                                                 for s, w, _ in LR_CASES]}
+    same = [why for why, values in readings.items() if got == pytest.approx(values, rel=1e-12)]
+    why = ("it is what it is when " + ", or when ".join(same) + ":" if same else
+           "it is none of the usual mistakes (" + "; ".join(readings) + "):")
     assert got == pytest.approx([expected for _, _, expected in LR_CASES], rel=1e-12), (
         "lr_at_step must rise linearly to the peak, peak * step / warmup with steps counted "
         "from 1, then stay at the peak (no warmup: the peak from step 1): "

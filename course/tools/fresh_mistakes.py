@@ -548,6 +548,33 @@ ISSUE58 = [
       "step_input = next_id if cache[0] else ids", "step_input = next_id",
       "generate_batch feeds only the newest token after the first step, even to a model "
       "that leaves kv_cache empty"),
+    # written after the six above were fixed, from the docstrings, to try the messages
+    M("h_p1a_plus_as_start", "p1a", "problem1/dataset.py",
+      "bos = torch.full((len(a), 1), BOS)", "bos = torch.full((len(a), 1), PLUS)",
+      "tgt_in starts with PLUS instead of BOS"),
+    M("h_p1e_pruning_ties_last", "p1e", "problem1/evaluate.py",
+      "cheapest = max(remaining, key=scores.__getitem__)",
+      "cheapest = max(reversed(remaining), key=scores.__getitem__)",
+      "greedy_pruning breaks ties towards the head listed last"),
+    M("h_p1e_pruning_costs_once", "p1e", "problem1/evaluate.py",
+      "scores = {head: score(removed + [head]) for head in remaining}",
+      "scores = scores if removed else {head: score([head]) for head in remaining}",
+      "greedy_pruning ranks the heads once by their single-head cost, never recomputed"),
+    M("h_p3c_warmup_from_zero", "p3c", "problem3/train.py",
+      "return peak_lr * min(1.0, step / warmup)", "return peak_lr * min(1.0, (step - 1) / warmup)",
+      "lr_at_step counts steps from 0 (the first step has rate 0)"),
+    M("h_p1c_cross_self_mask", "p1c", "problem1/model.py",
+      "self.cross_attn(x, memory, memory, memory_mask)",
+      "self.cross_attn(x, memory, memory, self_mask)",
+      "the decoder's cross-attention masked with the self-attention's mask"),
+    M("h_p3e_novelty_over_valid", "p3e", "problem3/evaluate.py",
+      "\"novelty\": len(distinct - train_canonical) / len(distinct) if distinct else None,",
+      "\"novelty\": sum(c not in train_canonical for c in valid) / len(valid) if valid else None,",
+      "novelty over every valid sample, repeats included, not the distinct ones"),
+    M("h_p2b_table_positions_from_one", "p2b", "problem2/positional.py",
+      "positions = torch.arange(max_len, dtype=torch.float64)",
+      "positions = torch.arange(1, max_len + 1, dtype=torch.float64)",
+      "sinusoidal_table's positions counted from 1"),
 ]
 SETS = {"1": FRESH, "51": ISSUE51, "58": ISSUE58}
 
