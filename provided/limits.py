@@ -53,7 +53,9 @@ MALLOC_ARENAS = 8  # the C library's malloc arenas: by default 8 per core, each 
 ENVIRONMENT = {"OMP_NUM_THREADS": "1", "MPLBACKEND": "Agg",
                "MALLOC_ARENA_MAX": str(MALLOC_ARENAS)}  # one torch thread; no display
 TEST_CPU_S = 20  # one test's CPU time limit, its code's and the test's own
-WALL_FACTOR = 5  # a test's wall-clock backstop: this many times its CPU limit
+WALL_FACTOR = 5  # a test that sleeps or waits ends after this many times its CPU limit
+# (the grader counts the time in which none of its threads runs or waits for a CPU; --check
+# counts wall-clock time)
 GROUP_TESTS = 3  # a part's public tests together: this many tests' limits
 # what a test over a time limit says, in the grader and in --check
 OVER_TEST_CPU = ("not graded: this test ran over its time limit of {seconds:.0f} CPU-seconds "

@@ -90,11 +90,9 @@ from course.grading.users import (
 from course.grading.warden import remove_cgroups
 from course.grading.zygote import Zygote
 from provided.common import DATA_DIR, REPO_ROOT, ArgumentParser, fail, script
+from provided.limits import TEST_CPU_S  # the slowest reference test: 3.8 CPU-seconds idle
 from provided.results import write_json
 
-TEST_CPU_S = 20  # one test's CPU time limit, its code's and the test's own (the slowest
-# reference test: 3.8 CPU-seconds); a test that sleeps or waits ends after judges.WALL_FACTOR
-# times it of wall-clock time
 TOO_LATE = "not graded: the grading time limit was reached"
 RESULTS_SHARE = 1 / 3  # of the grading's time, what recomputing the results may take
 STOPPED = "not graded: the grader stopped before this test ran (time limit?)"

@@ -19,6 +19,7 @@ from pathlib import Path
 from course.grading.judge import CPU_STOP, NODES, OUTPUT_CHARS, TICKS, boot_ticks
 from course.grading.users import SPAWNED, give
 from course.grading.warden import remove_cgroups
+from provided.limits import GROUP_TESTS, OVER_GROUP_CPU, OVER_TEST_CPU, WALL_FACTOR
 
 
 def end(pid: int) -> None:
@@ -41,10 +42,10 @@ class RunResult:
     cpu: dict = field(default_factory=dict)  # {node: CPU-seconds} of each test that ended
 
 
-GROUP_TESTS = 3  # a group's tests (a part's public or hidden ones) may take this many
-# tests' time limits together: an endless loop in a part's code costs that part's time
-WALL_FACTOR = 5  # a test that sleeps or waits (none of its threads busy: Reading) ends
-# after this many times its CPU limit of such wall-clock time, however busy the machine
+# GROUP_TESTS: a group's tests (a part's public or hidden ones) may take this many tests'
+# time limits together, so an endless loop in a part's code costs that part's time;
+# WALL_FACTOR: a test that sleeps or waits (none of its threads busy: Reading) ends after
+# this many times its CPU limit of such wall-clock time, however busy the machine
 POLL_SECONDS = 0.25  # how often a running test's CPU time is read
 STOP_GRACE = 5  # after CPU_STOP, the seconds a judge has to fail the test (one in its
 # set-up or tear-down, where the judge finishes it first, may be ended with its judge)
@@ -324,12 +325,9 @@ class Current:
         group = self.limits.groups.get(self.node)
         if group is not None and \
                 self.result.spent.get(group, 0.0) + self.used > self.limits.group_cpu:
-            return (f"not graded: the tests of {group} ran over their time limit of "
-                    f"{self.limits.group_cpu:.0f} CPU-seconds together")
+            return OVER_GROUP_CPU.format(group=group, seconds=self.limits.group_cpu)
         if self.used > self.limits.cpu:
-            return (f"not graded: this test ran over its time limit of "
-                    f"{self.limits.cpu:.0f} CPU-seconds (an endless loop, or a far too slow "
-                    "implementation?)")
+            return OVER_TEST_CPU.format(seconds=self.limits.cpu)
         if self.idle > self.limits.idle:
             return (f"not graded: this test waited or slept for {self.limits.idle:.0f} s "
                     "(none of its processes running: a lock never released, a queue never "
@@ -349,8 +347,8 @@ class Current:
         self.record(node, passed and self.stopping is None, self.stopping or output)
         for other in nodes if over else []:
             if self.limits.groups.get(other) == group:
-                self.record(other, False, f"not graded: the tests of {group} ran over their "
-                            f"time limit of {self.limits.group_cpu:.0f} CPU-seconds together")
+                self.record(other, False, OVER_GROUP_CPU.format(
+                    group=group, seconds=self.limits.group_cpu))
         self.node, self.stopping = None, None
         return over
 

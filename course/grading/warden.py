@@ -57,6 +57,7 @@ from course.grading.users import (
     walk_fd,
 )
 from course.grading.zygote import Zygote
+from provided.limits import MAX_FILE_BYTES  # a sandbox's RLIMIT_FSIZE
 
 PR_SET_PDEATHSIG = 1
 # the signals that end a test in its judge: pytest-timeout's at the wall backstop, and the
@@ -163,7 +164,6 @@ DISK_FILES = 10_000       # its tree, its test's folders, its entries anywhere i
 # files without a name that its processes keep open or mapped (unlinked, O_TMPFILE, memfd)
 # and its System V shared memory
 POLL_SECONDS = 0.05  # a running sandbox's disk use is measured after each such run time
-MAX_FILE_BYTES = 64 * 2**20  # RLIMIT_FSIZE of a sandbox: no file of its grows larger
 UNSEEN_MAPPINGS = ("/dev/zero", "/SYSV")  # shared anonymous memory (counted by RLIMIT_AS)
 # and System V segments (counted by their size) in /proc/PID/maps
 
