@@ -7,15 +7,15 @@ the reference's own footprint there.
 Instructors only. Each attack is the empty handout with code in AdditionDataset.__init__
 (course.grading.attacks.plant): it allocates without end, fills /dev/shm, fills the disk,
 starts threads without end, or makes the judge decode replies as large as the seam carries
-(the grading tree must then peak at 700 MiB or less). Each is graded (part p1a, a 5 s test
-limit) by `python -m course.grading.grade` inside a cgroup of the default container's size
-(768 MiB, 0.5 CPU). The judge-side attacks (a tensor tolist() would blow up, a raw frame of
-millions of values) and the memory no address space holds (files unlinked but open, memfds,
-System V segments) must stay under 700 MiB too. A line per
-attack: whether the grader exited 0 and wrote results.json,
-its score, the reason its tests give, the cgroup's peak memory and OOM kills, and whether
-anything of the attack was left in /dev/shm or on the disk. The attack must score 0 and the
-grader survive.
+(the grading tree's anonymous memory must then peak at 700 MiB or less). Each is graded
+(part p1a, a 5 s test limit) by `python -m course.grading.grade` inside a cgroup of the
+default container's size (768 MiB, 0.5 CPU). The judge-side attacks (a tensor tolist() would
+blow up, a raw frame of millions of values) must stay under 700 MiB of anonymous memory too;
+the memory no address space holds (files unlinked but open, memfds, System V segments) must
+score 0 with the grader alive. A line per attack: whether the grader exited 0 and wrote
+results.json, its score, the reason its tests give, the cgroup's peak memory and OOM kills,
+and whether anything of the attack was left in /dev/shm or on the disk. The attack must
+score 0 and the grader survive.
 
 --footprint grades this repository itself (the reference: its code, its results and whatever
 weights lie in problemN/results; a real submission carries eleven: the ten of Problems 1 and
@@ -118,9 +118,10 @@ ATTACKS = {
             libc.shmdt(ctypes.c_void_p(address))
         """,
 }
-# the grading tree's peak in the cgroup where the attack is not about memory itself
+# the grading tree's anonymous peak in the cgroup where the attack is not about memory
+# itself (the sandbox's own memory, files and shared memory are its budgets' business)
 PEAK_BUDGET_MIB = {"max_reply": 700, "thread_storm": 700, "tolist_reply": 700,
-                   "raw_frame": 700, "nameless_files": 700, "system_v": 700}
+                   "raw_frame": 700}
 CGROUP = Path("/sys/fs/cgroup")
 MEMORY_BYTES = 768 * 2**20
 CPU_QUOTA_US, CPU_PERIOD_US = 50_000, 100_000
@@ -159,15 +160,21 @@ def remove_cgroup(folders: dict) -> None:
         folder.rmdir()
 
 
-def footprint() -> int:
-    """Grade the reference (every part, default limits) in the cgroup: 0 if it earns every
-    point within the budgets."""
-    folders = make_cgroup(f"hw_footprint_{os.getpid()}")
+def anonymous_peak(folders: dict) -> tuple[list, object]:
+    """([the cgroup's anonymous memory peak so far], a sampler for grade_in's on_wait)."""
     anon = [0]
 
     def sample() -> None:
         stat = (folders["memory"] / "memory.stat").read_text().split()
         anon[0] = max(anon[0], int(stat[stat.index("rss") + 1]))
+    return anon, sample
+
+
+def footprint() -> int:
+    """Grade the reference (every part, default limits) in the cgroup: 0 if it earns every
+    point within the budgets."""
+    folders = make_cgroup(f"hw_footprint_{os.getpid()}")
+    anon, sample = anonymous_peak(folders)
     with tempfile.TemporaryDirectory(prefix="grade_footprint_") as scratch:
         out = Path(scratch) / "results.json"
         start = time.monotonic()
@@ -217,8 +224,9 @@ def main(argv=None) -> int:
             plant(scratch / "handout", scratch / name, "init", code)
             folders = make_cgroup(f"hw_limits_{os.getpid()}_{name}")
             out = scratch / f"{name}.json"
+            anon, sample = anonymous_peak(folders)
             try:
-                status = grade_in(folders, scratch / name, out)
+                status = grade_in(folders, scratch / name, out, on_wait=sample)
                 memory = folders["memory"]
                 peak = int((memory / "memory.max_usage_in_bytes").read_text()) >> 20
                 kills = (memory / "memory.oom_control").read_text().split("oom_kill ")[-1]
@@ -229,11 +237,12 @@ def main(argv=None) -> int:
             score = sum(t["score"] for t in tests)
             reason = Counter(t["output"].split("\n")[0][:70] for t in tests).most_common(1)
             left = leftovers()
-            within = peak <= PEAK_BUDGET_MIB.get(name, peak)
+            within = anon[0] >> 20 <= PEAK_BUDGET_MIB.get(name, anon[0] >> 20)
             ok = status == 0 and results is not None and score == 0 and not left and within
             failures += not ok
             print(f"{'ok  ' if ok else 'FAIL'} {name}: exit {status}, score {score}, "
-                  f"{reason[0][0] if reason else 'no tests'!r}, peak {peak} MiB, "
+                  f"{reason[0][0] if reason else 'no tests'!r}, anonymous peak "
+                  f"{anon[0] >> 20} MiB, peak {peak} MiB, "
                   f"{kills.strip()} OOM kills, left behind {left}", flush=True)
             shutil.rmtree(scratch / name)
     return 1 if failures else 0
