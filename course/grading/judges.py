@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from course.grading.judge import CPU_STOP, NODES, OUTPUT_CHARS, TICKS, boot_ticks
-from course.grading.users import SPAWNED, give
+from course.grading.users import SPAWNED, entries_of, give
 from course.grading.warden import remove_cgroups
 from provided.limits import GROUP_TESTS, OVER_GROUP_CPU, OVER_TEST_CPU, WALL_FACTOR
 
@@ -72,12 +72,8 @@ def _busy(pid: str, fields: list[str]) -> bool:
         return True
     if int(fields[17]) < 2:
         return False
-    try:
-        tasks = os.listdir(f"/proc/{pid}/task")
-    except OSError:
-        return False
     return any((thread := _stat(f"{pid}/task/{task}")) and thread[0] in "RD"
-               for task in tasks)
+               for task in entries_of(f"/proc/{pid}/task"))
 
 
 @dataclass(frozen=True)

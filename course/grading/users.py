@@ -441,13 +441,14 @@ def processes_of(uid: int) -> dict[int, bool]:
         if uid not in [int(u) for u in fields.get("Uid", "").split()[:3]]:
             continue
         states = [_thread_state(entry.name, tid)
-                  for tid in _entries_of(f"/proc/{entry.name}/task")]
+                  for tid in entries_of(f"/proc/{entry.name}/task")]
         if any(s not in "ZX" for s in states):
             found[int(entry.name)] = any(s not in "TtZX" for s in states)
     return found
 
 
-def _entries_of(folder: str) -> list[str]:
+def entries_of(folder: str) -> list[str]:
+    """The names in a folder; none if it cannot be listed (a process that ended)."""
     try:
         return os.listdir(folder)
     except OSError:

@@ -45,6 +45,7 @@ from pathlib import Path
 from course.grading.users import (
     SPAWNED,
     Sandbox,
+    entries_of,
     give,
     ipc_objects,
     open_folder,
@@ -203,7 +204,7 @@ def held(uid: int) -> int:
     MAX_FILE_BYTES, the most such a file can hold."""
     seen, total = set(), 0
     for pid in processes_of(uid):
-        for fd in _listing(f"/proc/{pid}/fd"):
+        for fd in entries_of(f"/proc/{pid}/fd"):
             try:
                 info = os.stat(f"/proc/{pid}/fd/{fd}")
             except OSError:
@@ -239,13 +240,6 @@ def _unnamed_mappings(pid: int) -> list[tuple[str, tuple[int, int]]]:
         major, minor = (int(n, 16) for n in fields[3].split(":"))
         found.append((fields[0], (os.makedev(major, minor), int(fields[4]))))
     return found
-
-
-def _listing(folder: str) -> list[str]:
-    try:
-        return os.listdir(folder)
-    except OSError:
-        return []
 
 
 def over_budget(folders: list[int], uid: int | None) -> str | None:
