@@ -48,15 +48,9 @@ WRITABLE_DEVICES = ("/dev/null",)
 
 
 class _Ruleset(ctypes.Structure):
+    """The ruleset's attributes; a kernel older than a field accepts it while it is zero."""
     _fields_ = [("handled_access_fs", ctypes.c_uint64), ("handled_access_net", ctypes.c_uint64),
                 ("scoped", ctypes.c_uint64)]
-
-
-def _ruleset_size(version: int) -> int:
-    """How much of _Ruleset the kernel's ABI reads: older kernels refuse the fields they lack."""
-    if version >= SCOPED_ABI:
-        return 24
-    return 16 if version >= NET_ABI else 8
 
 
 class _PathBeneath(ctypes.Structure):
@@ -99,7 +93,7 @@ def restrict(writable: list[str]) -> int:
                        NET_BIND_TCP | NET_CONNECT_TCP if version >= NET_ABI else 0,
                        SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL if version >= SCOPED_ABI else 0)
     fd = libc.syscall(CREATE_RULESET, ctypes.byref(ruleset),
-                      ctypes.c_size_t(_ruleset_size(version)), ctypes.c_uint32(0))
+                      ctypes.c_size_t(ctypes.sizeof(ruleset)), ctypes.c_uint32(0))
     if fd < 0:
         return 0
     try:
