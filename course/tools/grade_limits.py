@@ -10,12 +10,12 @@ starts threads without end, or makes the judge decode replies as large as the se
 (the grading tree's anonymous memory must then peak at 700 MiB or less). Each is graded
 (part p1a, a 5 s test limit) by `python -m course.grading.grade` inside a cgroup of the
 default container's size (768 MiB, 0.5 CPU). The judge-side attacks (a tensor tolist() would
-blow up, a raw frame of millions of values) must stay under 700 MiB of anonymous memory too;
-the memory no address space holds (files unlinked but open, memfds, System V segments) must
-score 0 with the grader alive. A line per attack: whether the grader exited 0 and wrote
-results.json, its score, the reason its tests give, the cgroup's peak memory and OOM kills,
-and whether anything of the attack was left in /dev/shm or on the disk. The attack must
-score 0 and the grader survive.
+blow up, a raw frame of millions of values) must bring no OOM kill, the first under 700 MiB
+of anonymous memory; the memory no address space holds (files unlinked but open, memfds,
+System V segments) must score 0 with the grader alive. A line per attack: whether the grader
+exited 0 and wrote results.json, its score, the reason its tests give, the cgroup's peak
+memory and OOM kills, and whether anything of the attack was left in /dev/shm or on the
+disk. The attack must score 0 and the grader survive.
 
 --footprint grades this repository itself (the reference: its code, its results and whatever
 weights lie in problemN/results; a real submission carries eleven: the ten of Problems 1 and
@@ -120,8 +120,10 @@ ATTACKS = {
 }
 # the grading tree's anonymous peak in the cgroup where the attack is not about memory
 # itself (the sandbox's own memory, files and shared memory are its budgets' business)
-PEAK_BUDGET_MIB = {"max_reply": 700, "thread_storm": 700, "tolist_reply": 700,
-                   "raw_frame": 700}
+PEAK_BUDGET_MIB = {"max_reply": 700, "thread_storm": 700, "tolist_reply": 700}
+NO_OOM_KILL = ("tolist_reply", "raw_frame")  # the judge's attacks: nothing may be killed
+# (a raw frame's own sandbox builds 9 MB several times over: 725 MiB of anonymous peak in all,
+# the judge's resident peak 421 MiB against 365 MiB beside an empty handout)
 CGROUP = Path("/sys/fs/cgroup")
 MEMORY_BYTES = 768 * 2**20
 CPU_QUOTA_US, CPU_PERIOD_US = 50_000, 100_000
@@ -238,7 +240,8 @@ def main(argv=None) -> int:
             reason = Counter(t["output"].split("\n")[0][:70] for t in tests).most_common(1)
             left = leftovers()
             within = anon[0] >> 20 <= PEAK_BUDGET_MIB.get(name, anon[0] >> 20)
-            ok = status == 0 and results is not None and score == 0 and not left and within
+            ok = (status == 0 and results is not None and score == 0 and not left and within
+                  and (name not in NO_OOM_KILL or kills.strip() == "0"))
             failures += not ok
             print(f"{'ok  ' if ok else 'FAIL'} {name}: exit {status}, score {score}, "
                   f"{reason[0][0] if reason else 'no tests'!r}, anonymous peak "

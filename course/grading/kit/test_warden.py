@@ -197,6 +197,19 @@ def hold(kind, folder, count, megabytes):
     return held
 
 
+def orphan_burns(seconds):
+    """A grandchild whose parent exits at once burns seconds of CPU time and ends, while
+    this call waits (an orphan: init's child, but for the sandbox's subreaper)."""
+    if os.fork() == 0:
+        if os.fork() == 0:
+            until = time.process_time() + seconds
+            while time.process_time() < until:
+                pass
+        os._exit(0)
+    run_for(4 * seconds + 1)
+    return "burned"
+
+
 def deep_files(folder, count):
     """Up to count empty files in a folder two levels below folder, until one is refused;
     then run a while. How many were made."""
@@ -329,6 +342,20 @@ def test_dev_shm_counts_every_level(transport, probe):
         assert "made more than" in str(err), err
         return
     assert made <= warden_module.DISK_FILES, f"{made} files in /dev/shm, and it ran on"
+
+
+def test_an_orphans_cpu_time_counts_to_its_test(transport, probe, tmp_path):
+    """The grader's meter (course/grading/judges.py) counts the CPU time of a process whose
+    parent exited, after it ended: the sandbox is its subreaper, so it is not reaped by
+    init, where its time would be lost."""
+    from course.grading.judges import Meter
+
+    meter = Meter(os.getpid(), {transport.warden_uid}, tmp_path)
+    meter.begin(None)
+    before = meter.read().seconds
+    probe.orphan_burns(0.6)
+    burned = meter.read().seconds - before
+    assert burned >= 0.5, f"the meter counted {burned:.2f} of an orphan's 0.6 CPU-seconds"
 
 
 RENAME_EXCHANGE = 2
