@@ -5,6 +5,7 @@ sample file give."""
 
 import json
 import math
+import re
 import statistics
 
 import pytest
@@ -271,3 +272,14 @@ def test_quoted_numbers_match_the_json(problem, quotes):
     missing = [quote for quote in quotes() if " ".join(quote.split()) not in text]
     assert not missing, f"{reference_report(problem)} does not quote, as the JSON gives:\n" + \
         "\n".join(missing)
+
+
+@pytest.mark.parametrize("problem", ["problem1", "problem2", "problem3"])
+def test_every_figure_a_report_shows_is_there_from_its_folder(problem):
+    """A reference report's images are linked from course/reports/ (../../problemN/...), so
+    that they show where the report is read; course.grading.written, which takes figures
+    from inside a submission's problemN/ only, refuses them (INSTRUCTORS.md says so)."""
+    path = reference_report(problem)
+    links = re.findall(r"!\[[^\]]*\]\(([^)\s]+)\)", path.read_text())
+    missing = [link for link in links if not (path.parent / link).resolve().is_file()]
+    assert not missing, f"{path.name} links figures that are not there: {missing}"
