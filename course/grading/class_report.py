@@ -244,6 +244,8 @@ def part_of(test: dict) -> str:
 def why_all_fail(outputs: list[str]) -> str:
     """The grader's reason a part's every test failed, as a category (no output shown)."""
     first = outputs[0] if outputs else ""
+    if first.startswith(TIME_LIMITS):
+        return "over a test's or its group's time limit"
     if first.startswith(NOT_RUN):
         return "not run (grading time limit)"
     if first.startswith("your submission has no"):

@@ -440,10 +440,12 @@ def test_part_titles_say_point_or_points():
 
 
 def test_a_test_over_its_time_limit_has_a_row_of_its_own():
-    """Stopped over its own limit (either first line the judges write): the code's time, in
-    its own row, not 'other' and not 'the grader did not run it'."""
-    outputs = ["this test ran over its time limit (40 s of CPU)",
-               "not graded: this test ran over its time limit (60 s of wall time)"]
+    """Stopped over its own limit or its group's (the lines the judges write): the code's
+    time, in its own row, not 'other' and not 'the grader did not run it'."""
+    from provided.limits import OVER_GROUP_CPU, OVER_TEST_CPU
+
+    outputs = [OVER_TEST_CPU.format(seconds=40),
+               OVER_GROUP_CPU.format(group="p1b's public tests", seconds=120)]
     tally = {}
     for submission, output in zip(("slow_a", "slow_b"), outputs):
         tests = [{"name": TESTS[0], "score": 0.0, "max_score": 1.0, "output": output,
@@ -454,3 +456,7 @@ def test_a_test_over_its_time_limit_has_a_row_of_its_own():
     entry = tally["p1b"]
     assert entry.slow == {"slow_a", "slow_b"} and entry.slow_tests == {TESTS[0]}
     assert not entry.other and not entry.not_run and not entry.errors
+    # a part whose every test ran over its group's limit is one row saying so
+    assert class_report.why_all_fail(outputs[1:]) == "over a test's or its group's time limit"
+    assert class_report.why_all_fail(["not graded: the grading time limit was reached"]) == (
+        "not run (grading time limit)")
