@@ -34,12 +34,20 @@ def test_offset_dataset_targets(problem2_tiny_data, split, shape):
     assert tokens.shape == targets.shape == (shape[1],), (
         "an item must be one row: tokens and targets of the row's length")
     assert tokens.tolist() == raw[1].tolist(), "tokens must be the file's row, unchanged"
-    assert targets[:7].tolist() == [IGNORE_INDEX] * 7, (
-        "the first k positions have no token k back, so their target must be IGNORE_INDEX: "
-        "are they left at 0, or does the target look k ahead instead of k back?")
-    assert targets[7:].tolist() == raw[1, :-7].tolist(), (
-        "the target at position t must be the token at t - k: is it the token k - 1 back "
-        "(off by one), or k ahead?")
+    row, got = raw[1].tolist(), targets.tolist()
+    readings = {  # what the usual mistakes make of the row
+        "the target looks k ahead (the token at t + k) instead of k back":
+            row[7:] + [IGNORE_INDEX] * 7,
+        "the first k positions are left at 0 instead of IGNORE_INDEX": [0] * 7 + row[:-7],
+        "the target is the token k - 1 back (off by one)": [IGNORE_INDEX] * 6 + row[:-6],
+        "the target is the token k - 1 back (off by one; the first k ignored)":
+            [IGNORE_INDEX] * 7 + row[1:-6],
+        "the target is the token k + 1 back (off by one)": [IGNORE_INDEX] * 8 + row[:-8]}
+    same = [why for why, values in readings.items() if got == values]
+    assert got == [IGNORE_INDEX] * 7 + row[:-7], (
+        "the target at position t must be the token at t - k, and IGNORE_INDEX at the first "
+        "k positions (no token k back): "
+        + (same[0] if same else "it is none of: " + "; ".join(readings)))
 
 
 def test_offset_dataset_other_k(problem2_tiny_data):

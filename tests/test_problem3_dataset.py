@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from problem3.dataset import IGNORE_INDEX
-from provided.smiles import BOS, EOS, PAD
+from provided.smiles import BOS, EOS, PAD, tokenize
 from tests.seam import submission
 
 pytestmark = pytest.mark.p3a
@@ -35,9 +35,14 @@ def names_line(message: str, path: Path, line: int) -> bool:
 def test_build_vocab_has_the_22_tokens_and_specials(train_fixture):
     vocab = build_vocab(train_fixture)
     chemistry_tokens = vocab.chemistry_tokens
+    every = {t for line in train_fixture.read_text().split() for t in tokenize(line)}
+    pieces = sorted(set(chemistry_tokens) - every)  # neither a token of the file nor absent
+    why = (f"it holds pieces of tokens, {pieces}: are characters collected instead of "
+           "tokenize's tokens (Cl, Br and [nH] are one token each)?" if pieces else
+           f"it holds {len(chemistry_tokens)} of the file's {len(every)} tokens, all whole but "
+           f"without {sorted(every - set(chemistry_tokens))}: are only some of the lines read?")
     assert {"Cl", "Br", "[nH]", "c"} <= set(chemistry_tokens), (
-        "build_vocab must collect whole tokens (Cl, Br, [nH]) from tokenize, not characters: "
-        f"its tokens are {chemistry_tokens}")
+        f"build_vocab must collect every token tokenize gives over the training file: {why}")
     assert len(vocab) == 25 and vocab.itos[:3] == ["<pad>", "<bos>", "<eos>"], (
         "build_vocab must hold the three specials, then every token of every line of the "
         f"training file (22 here, not {len(vocab) - 3}): are only some of the lines read?")
@@ -60,9 +65,17 @@ def test_dataset_item_layout(tmp_path, train_fixture):
         + (": IGNORE_INDEX was written into the inputs too: are inputs and targets views of "
            "one tensor (clone them before setting IGNORE_INDEX)?" if IGNORE_INDEX in
            inputs.tolist() else ""))
-    assert targets.tolist() == [C, C, O, EOS, IGNORE_INDEX, IGNORE_INDEX, IGNORE_INDEX], (
+    expected = [C, C, O, EOS, IGNORE_INDEX, IGNORE_INDEX, IGNORE_INDEX]
+    readings = {  # what the usual mistakes give
+        (BOS, C, C, O, EOS, IGNORE_INDEX, IGNORE_INDEX): "they are the inputs, not shifted",
+        (C, C, O, EOS, PAD, PAD, PAD): "the padding is left a target (PAD, not IGNORE_INDEX)",
+        (BOS, C, C, O, EOS, PAD, PAD): "they are the inputs, not shifted, and the padding is "
+                                       "left a target"}
+    got = targets.tolist()
+    assert got == expected, (
         "targets must be the sequence shifted left by one (the next token), IGNORE_INDEX where "
-        "the next token is PAD: are the targets not shifted, or PAD targets left in?")
+        f"the next token is PAD ({expected} here), not {got}: "
+        + readings.get(tuple(got), "compare them position by position with the inputs"))
     # The longest allowed string (max_len - 2 = 9 tokens) fills every position; no PAD.
     path.write_text("c1ccccc1Cl\n")
     inputs, targets = SmilesDataset(path, vocab, max_len=11)[0]
