@@ -17,20 +17,23 @@ tmp_path.
 """
 
 import os
-import resource
 import signal
 import sys
+import time
 
 import pytest
 
 from provided import limits
+from provided.limits import resource  # None on Windows
 
-PROCESS_CPU_TIMER = signal.ITIMER_PROF  # this process's CPU time, every thread's
+CPU_TIMER = hasattr(signal, "setitimer")  # ITIMER_PROF: this process's CPU time, every thread's
 
 
 def cpu_seconds() -> float:
     """CPU time so far, user and system: this process's (every thread's) and its reaped
-    children's."""
+    children's (this process's alone on Windows)."""
+    if resource is None:
+        return time.process_time()
     own, children = (resource.getrusage(who) for who in (resource.RUSAGE_SELF,
                                                          resource.RUSAGE_CHILDREN))
     return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
@@ -51,12 +54,13 @@ def tasks_of_this_user() -> int:
 def pytest_configure(config) -> None:
     """Apply the limits and the policy to this process, before any test module is
     imported; one line saying what cannot be applied here, if anything."""
-    limits.limit_resources()
-    missing = []
+    missing = [] if limits.limit_resources() else ["resource limits (Windows)"]
     if sys.platform.startswith("linux"):
         limits.limit(resource.RLIMIT_NPROC, tasks_of_this_user() + limits.MAX_PROCESSES)
     else:
         missing.append("process limit (not Linux)")
+    if not CPU_TIMER:
+        missing.append("CPU timer (a test over its CPU time limit fails at its end instead)")
     if not limits.install(unix_sockets=True):
         missing.append("syscall policy (" + ("pyseccomp or libseccomp is missing"
                                              if sys.platform.startswith("linux")
@@ -100,8 +104,9 @@ class TimeLimits:
     def pytest_runtest_setup(self, item) -> None:
         self.group, self.start = self.group_of(item), cpu_seconds()
         seconds, _ = self.left()
-        signal.signal(signal.SIGPROF, self.over)
-        signal.setitimer(PROCESS_CPU_TIMER, max(seconds, 0.001))
+        if CPU_TIMER:
+            signal.signal(signal.SIGPROF, self.over)
+            signal.setitimer(signal.ITIMER_PROF, max(seconds, 0.001))
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_makereport(self, item, call):
@@ -115,7 +120,8 @@ class TimeLimits:
 
     @pytest.hookimpl(trylast=True)
     def pytest_runtest_teardown(self, item) -> None:
-        signal.setitimer(PROCESS_CPU_TIMER, 0)
+        if CPU_TIMER:
+            signal.setitimer(signal.ITIMER_PROF, 0)
         if self.group is not None:
             self.spent[self.group] = (self.spent.get(self.group, 0.0)
                                       + cpu_seconds() - self.start)

@@ -37,8 +37,12 @@ foreign ABIs (x32 included), which a hand-written filter has to get right by its
 import ctypes
 import errno
 import functools
-import resource
 import sys
+
+try:
+    import resource
+except ImportError:  # Windows: none of the limits below
+    resource = None
 
 MAX_FILE_BYTES = 64 * 2**20  # no file written larger than this
 MAX_OPEN_FILES = 256
@@ -72,9 +76,12 @@ def limit(kind: int, value: int) -> None:
     resource.setrlimit(kind, (value, value))
 
 
-def limit_resources() -> None:
+def limit_resources() -> bool:
     """The grader's file size, core dump, open file and address space limits on this
-    process and all it starts, and malloc's arenas (MALLOC_ARENAS) in this one."""
+    process and all it starts, and malloc's arenas (MALLOC_ARENAS) in this one; whether
+    they could be set (not on Windows)."""
+    if resource is None:
+        return False
     limit(resource.RLIMIT_FSIZE, MAX_FILE_BYTES)
     limit(resource.RLIMIT_CORE, 0)
     limit(resource.RLIMIT_NOFILE, MAX_OPEN_FILES)
@@ -84,6 +91,7 @@ def limit_resources() -> None:
             ctypes.CDLL(None).mallopt(M_ARENA_MAX, MALLOC_ARENAS)
         except (OSError, AttributeError):  # a C library without mallopt
             pass
+    return True
 
 
 
