@@ -8,9 +8,9 @@ In the grader, a sandbox (the grader's process that runs your code) runs the cod
 test with the resource limits and environment below (sealed, also MAX_PROCESSES processes
 and threads for its user), Landlock on its files and the syscall policy below; each test may
 take TEST_CPU_S seconds of CPU time (user and system, the test's and every process of its
-code's), and at most WALL_FACTOR times that of wall-clock time; a part's public tests (and
-its hidden ones) together GROUP_TESTS times TEST_CPU_S. The grader takes its policy, resource
-limits and environment from here, and a test of its kit holds its time limits equal to these.
+code's), and a test that sleeps or waits ends after WALL_FACTOR times that; a part's public
+tests (and its hidden ones) together may take GROUP_TESTS times TEST_CPU_S. The grader takes
+all of these from here, so --check and the grader cannot differ in them.
 
 The syscall policy: default deny, built with libseccomp (through pyseccomp). A sandbox
 installs it last, after its limits, namespaces and user are in place, so that the policy
