@@ -63,9 +63,11 @@ RELIES_ON = {
     ],
     "tests/test_problem3_model.py": [
         (("test_decoder_", "test_final_layernorm_", "test_embeddings_", "test_dropout_on_",
-          "test_no_dropout_"), "causal_mask", ("test_causal_mask",)),
+          "test_no_dropout_", "test_eval_mode_"), "causal_mask", ("test_causal_mask",)),
         (("test_decoder_", "test_final_layernorm_", "test_embeddings_", "test_dropout_on_",
-          "test_no_dropout_"), "Block", ("test_block_", "test_post_block_")),
+          "test_no_dropout_", "test_eval_mode_"), "Block", ("test_block_", "test_post_block_")),
+        (("test_eval_mode_",), "DecoderLM.forward",
+         ("test_decoder_lm_composes_", "test_embeddings_")),
     ],
     "tests/test_problem3_train.py": [
         (("test_train_end_to_end", "test_diverged_run_"), "lr_at_step", ("test_lr_at_step",)),

@@ -248,8 +248,8 @@ def test_eval_mode_turns_every_dropout_off(norm):
            "test_decoder_lm_composes_its_modules fails too, fix what it names first")
     torch.testing.assert_close(first, lm_by_formula(model.state_dict(), norm, ids),
                                msg=lambda m: (
-        f"a {norm}-LN DecoderLM in eval mode must apply no dropout: with dropout 0.5 its "
-        f"logits must be its formula's without dropout: {why}\n{m}"))
+        f"a {norm}-LN DecoderLM with dropout 0.5 must give its formula's logits in eval mode, "
+        f"with no dropout: {why}\n{m}"))
 
 
 @pytest.mark.parametrize("norm", ["pre", "post"])
