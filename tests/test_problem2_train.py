@@ -63,9 +63,15 @@ def test_loss_and_correct_by_hand():
                     "the argmax (or the loss) taken over the wrong dimension? The classes are "
                     "the last dimension of logits")
     expected = -math.log(math.exp(2) / (math.exp(2) + 1)) - math.log(1 / (1 + math.e))
+    readings = {"the mean over the 2 targets": expected / 2,
+                "the mean over all 3 positions, the ignored one included": expected / 3}
+    same = [why for why, value in readings.items()
+            if float(loss_sum) == pytest.approx(value, rel=1e-6)]
     assert float(loss_sum) == pytest.approx(expected, rel=1e-6), (
         "loss_and_correct must return the summed cross-entropy over the positions with a "
-        "target: is it the mean instead of the sum, or are ignored positions included?")
+        f"target ({expected:.4f} here), not {float(loss_sum):.4f}: "
+        + ("it is " + same[0] + ", not the sum" if same else "it is none of " + ", ".join(
+            f"{why} ({value:.4f})" for why, value in readings.items())))
     assert type(correct) is int and type(count) is int, (
         "loss_and_correct must return correct and count as Python ints (.item()), not "
         f"{type(correct).__name__} and {type(count).__name__}")

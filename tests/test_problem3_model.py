@@ -27,10 +27,18 @@ def seed(n: int) -> None:
 
 
 def test_causal_mask():
-    assert causal_mask(3).tolist() == [[True, False, False], [True, True, False],
-                                       [True, True, True]], (
-        "causal_mask must be True on and below the diagonal (position t sees 0..t): is the "
-        "diagonal left out, or the triangle flipped?")
+    got = causal_mask(3).tolist()
+    ones = torch.ones(3, 3, dtype=torch.bool)
+    readings = {  # what the usual mistakes give
+        "the diagonal is left out (tril(-1)): a position cannot see itself":
+            ones.tril(-1).tolist(),
+        "the triangle is flipped (triu): positions see the future": ones.triu().tolist(),
+        "it is torch's convention (True = blocked, triu(1)), not True = attend":
+            ones.triu(1).tolist()}
+    same = [why for why, values in readings.items() if got == values]
+    assert got == ones.tril().tolist(), (
+        "causal_mask must be True on and below the diagonal (position t sees 0..t), not "
+        f"{got}: " + (same[0] if same else "it is none of: " + "; ".join(readings)))
     assert causal_mask(4).dtype == torch.bool, "causal_mask must return a bool tensor"
 
 

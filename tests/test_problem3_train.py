@@ -108,10 +108,15 @@ def test_train_step_logs_gradient_norms_before_clipping():
     after = model.state_dict()
     update = [p0 - after[name] for name, p0 in twin.named_parameters()]
     update_norm = math.sqrt(sum(u.pow(2).sum().item() for u in update))
+    why = ("no parameter moved: is the lr given never set in the optimizer's param_groups, or "
+           "no step taken?" if update_norm == 0 else
+           f"it is the unclipped gradient's norm ({expected_total:.4g}): the gradients are not "
+           "clipped before optimizer.step() (not at all, or after it)"
+           if update_norm == pytest.approx(expected_total, rel=1e-4) else
+           f"neither 0 nor the unclipped gradient's norm ({expected_total:.4g})")
     assert update_norm == pytest.approx(1.0, rel=1e-4), (
         "with SGD at lr 1 the update must be the gradient clipped to norm CLIP_NORM, not of "
-        f"norm {update_norm:.4g}: are the gradients not clipped, clipped after "
-        "optimizer.step(), or the lr given never set in the optimizer's param_groups?")
+        f"norm {update_norm:.4g}: {why}")
     assert optimizer.param_groups[0]["lr"] == 1.0, (
         "train_step must set the lr given in every param group of the optimizer")
 
