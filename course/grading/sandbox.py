@@ -64,7 +64,7 @@ CLONE_NEWNS, CLONE_NEWIPC, CLONE_NEWPID, CLONE_NEWNET = (0x00020000, 0x08000000,
                                                        0x20000000, 0x40000000)
 NAMESPACES = CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWPID | CLONE_NEWNET
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
-PR_SET_CHILD_SUBREAPER = 36
+PR_SET_DUMPABLE, PR_SET_CHILD_SUBREAPER = 4, 36
 MS_BIND, MS_REC, MS_PRIVATE = 0x1000, 0x4000, 0x40000
 POSIX_IPC = ("/dev/shm",)  # writable: multiprocessing's locks and queues (POSIX semaphores)
 
@@ -292,6 +292,9 @@ def main(request: dict, fd: int, facts: dict) -> None:
             os.setgroups([])
             os.setgid(gid)
             os.setuid(uid)
+            # dumpable again (a change of user made it not): its warden, with this user's
+            # file-system identity, reads what its processes hold (warden.held)
+            ctypes.CDLL(None).prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)
         version = landlock.restrict([request["tree"], *request.get("shared", []),
                                      *[f for f in POSIX_IPC if os.path.isdir(f)]])
         unix_sockets = unix_sockets_contained(uid is not None, own_network, version)

@@ -169,9 +169,10 @@ UNSEEN_MAPPINGS = ("/dev/zero", "/SYSV")  # shared anonymous memory (counted by 
 # and System V segments (counted by their size) in /proc/PID/maps
 
 
-def usage(folders: list[int], uid: int | None) -> tuple[int, int]:
-    """(bytes, entries) beneath the open folders, plus (sealed) uid's entries anywhere
+def usage(folders: list[int], user: Sandbox) -> tuple[int, int]:
+    """(bytes, entries) beneath the open folders, plus (sealed) the user's entries anywhere
     beneath /dev/shm and what its processes hold without a name (held)."""
+    uid = user.uid
     total = [0, 0]
 
     def counter(owner: int | None):
@@ -190,38 +191,68 @@ def usage(folders: list[int], uid: int | None) -> tuple[int, int]:
                 walk_fd(top, counter(uid))
             finally:
                 os.close(top)
-        total[0] += held(uid)
+        total[0] += held(user)
     return total[0], total[1]
 
 
-def held(uid: int) -> int:
+def held(user: Sandbox) -> int:
     """Bytes the kernel holds for uid outside any folder: files without a name that its
     processes keep open or mapped (unlinked files, O_TMPFILE files, memfds), each counted
     once, and the System V shared memory segments and message queues uid owns or created
     (a segment's full size, a queue's bytes).
-    A mapped file whose descriptor is closed is measured through /proc/PID/map_files, which
-    needs CAP_SYS_ADMIN; where that is refused (Gradescope's container) it counts as
-    MAX_FILE_BYTES, the most such a file can hold."""
+
+    /proc/PID/fd and maps are read with the user's file-system identity (as_user): root
+    without CAP_SYS_PTRACE (Gradescope's container) may not read another user's, the user
+    may read its own (a sandbox makes itself dumpable again after it changes its user). A
+    mapped file whose descriptor is closed is measured through /proc/PID/map_files, which
+    needs CAP_SYS_ADMIN; where that is refused, one in /dev/shm counts as much as is mapped
+    of it (a POSIX semaphore of multiprocessing's: a page; a container's /dev/shm is a small
+    tmpfs of its own, 64 MiB by default), one elsewhere as MAX_FILE_BYTES, the most such a
+    file can hold."""
     seen, total = set(), 0
-    for pid in processes_of(uid):
-        for fd in entries_of(f"/proc/{pid}/fd"):
-            try:
-                info = os.stat(f"/proc/{pid}/fd/{fd}")
-            except OSError:
-                continue
-            if stat.S_ISREG(info.st_mode) and info.st_nlink == 0 and \
-                    (info.st_dev, info.st_ino) not in seen:
-                seen.add((info.st_dev, info.st_ino))
-                total += info.st_blocks * 512
-        for span, key in _unnamed_mappings(pid):
-            if key in seen:
-                continue
-            seen.add(key)
-            try:
-                total += os.stat(f"/proc/{pid}/map_files/{span}").st_blocks * 512
-            except OSError:
-                total += MAX_FILE_BYTES
-    return total + sum(size for _, _, size in ipc_objects(uid) if size)
+    shm = os.stat("/dev/shm").st_dev if os.path.isdir("/dev/shm") else None
+    with as_user(user):
+        for pid in processes_of(user.uid):
+            for fd in entries_of(f"/proc/{pid}/fd"):
+                try:
+                    info = os.stat(f"/proc/{pid}/fd/{fd}")
+                except OSError:
+                    continue
+                if stat.S_ISREG(info.st_mode) and info.st_nlink == 0 and \
+                        (info.st_dev, info.st_ino) not in seen:
+                    seen.add((info.st_dev, info.st_ino))
+                    total += info.st_blocks * 512
+            for span, key in _unnamed_mappings(pid):
+                if key in seen:
+                    continue
+                try:
+                    size = os.stat(f"/proc/{pid}/map_files/{span}").st_blocks * 512
+                except PermissionError:
+                    size = _span_bytes(span) if key[0] == shm else MAX_FILE_BYTES
+                except OSError:
+                    continue  # the process ended meanwhile
+                seen.add(key)
+                total += size
+    return total + sum(size for _, _, size in ipc_objects(user.uid) if size)
+
+
+def _span_bytes(span: str) -> int:
+    start, end = (int(n, 16) for n in span.split("-"))
+    return end - start
+
+
+@contextlib.contextmanager
+def as_user(user: Sandbox):
+    """This thread's file-system identity is the user's (setfsuid, setfsgid) for the block,
+    root's again after it."""
+    libc = ctypes.CDLL(None)
+    libc.setfsgid(user.gid)
+    libc.setfsuid(user.uid)
+    try:
+        yield
+    finally:
+        libc.setfsuid(0)
+        libc.setfsgid(0)
 
 
 def _unnamed_mappings(pid: int) -> list[tuple[str, tuple[int, int]]]:
@@ -242,9 +273,9 @@ def _unnamed_mappings(pid: int) -> list[tuple[str, tuple[int, int]]]:
     return found
 
 
-def over_budget(folders: list[int], uid: int | None) -> str | None:
+def over_budget(folders: list[int], user: Sandbox) -> str | None:
     """What a sandbox holds beyond its disk budget, in words; None within it."""
-    used, entries = usage(folders, uid)
+    used, entries = usage(folders, user)
     if used > DISK_BYTES:
         return (f"the code under test held more than {DISK_BYTES >> 20} MiB on disk or in "
                 "shared memory (files, files it unlinked but kept open, memfds, /dev/shm, "
@@ -474,7 +505,7 @@ def relay(seat: Seat, tree: str, running: Running, message: bytes, folders: list
             stop(running)
             running.unmeasured += time.monotonic() - started
             if running.ended is None and running.unmeasured >= POLL_SECONDS:
-                running.ended = over_budget([tree_fd, *fds], user.uid)
+                running.ended = over_budget([tree_fd, *fds], user)
                 running.unmeasured = 0.0
             if running.ended is not None:
                 end(running)
@@ -513,7 +544,7 @@ def exchange(running: Running, message: bytes, folders: list[int],
             running.ended = "this test ran over its time limit during this call"
             return None
         if channel not in ready:
-            running.ended = over_budget(folders, running.user.uid)
+            running.ended = over_budget(folders, running.user)
             running.unmeasured = 0.0
             if running.ended is not None:
                 return None

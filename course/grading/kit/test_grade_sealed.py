@@ -184,10 +184,13 @@ def test_nothing_outlives_a_test(graded):
 def test_an_endless_loop_costs_its_parts_time_only(graded):
     """Every test of p1a runs into the endless loop; a part's public tests, and its hidden
     ones, may take GROUP_TESTS test limits (3 s here) together, and the rest of the group
-    then fails saying so: measured 120 s, the whole deadline, before that limit existed."""
+    then fails saying so: measured 120 s, the whole deadline, before that limit existed; with
+    the limits in CPU time, 17 s natively and 40 s in the container with other gradings
+    running beside it."""
     extra = graded["endless_loop"]["seconds"] - graded["handout"]["seconds"]
-    cap = 2 * GROUP_TESTS * TEST_SECONDS
-    assert extra < cap + 10, f"an endless loop cost {extra:.0f} s more than the empty handout"
+    cap = 2 * GROUP_TESTS * TEST_SECONDS  # CPU-seconds: on a busy machine, more wall time
+    assert extra < 2 * (cap + 10), (
+        f"an endless loop cost {extra:.0f} s more than the empty handout")
     outputs = [t["output"] for t in graded["endless_loop"]["tests"] if t["tags"] == ["p1a"]]
     assert any("ran over their time limit" in output for output in outputs), outputs[:3]
 
