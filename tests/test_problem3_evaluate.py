@@ -52,12 +52,22 @@ def test_validity_uniqueness_novelty_by_hand(well_formed_by_hand):
                "is it over the non-empty samples only?"))
     assert float(m["well_formed"]) == pytest.approx(5 / 8), (  # the four and invalid c1cccc1
         "well_formed must be the well-formed samples over all samples, valid or not")
-    assert float(m["uniqueness"]) == pytest.approx(3 / 4), (  # OCC is CCO
-        "uniqueness must be the distinct canonical SMILES over the valid samples: is it over "
-        "all samples, or counted on the raw strings instead of the canonical ones?")
-    assert float(m["novelty"]) == pytest.approx(2 / 3), (  # CCN is in the training set
+    def reading(value: float, readings: dict) -> str:
+        """The usual mistake that gives value, or the values the usual mistakes give."""
+        same = [why for v, why in readings.items() if value == pytest.approx(v)]
+        return same[0] if same else "none of " + "; ".join(
+            f"{v:.4f} ({why})" for v, why in readings.items())
+    uniqueness, novelty = float(m["uniqueness"]), float(m["novelty"])
+    assert uniqueness == pytest.approx(3 / 4), (  # OCC is CCO
+        "uniqueness must be the distinct canonical SMILES over the valid samples (3 / 4 here), "
+        f"not {uniqueness:.4f}: it is " + reading(uniqueness, {
+            3 / 8: "over all samples, not the valid ones",
+            1.0: "counted on the raw strings (CCO and OCC are one molecule)"}))
+    assert novelty == pytest.approx(2 / 3), (  # CCN is in the training set
         "novelty must be the distinct valid molecules not in the training set over all "
-        "distinct valid molecules: is it over the valid samples, duplicates counted?")
+        f"distinct valid molecules (2 / 3 here), not {novelty:.4f}: it is " + reading(novelty, {
+            3 / 4: "over the valid samples, duplicates counted",
+            1.0: "without the training set (every molecule counted novel)"}))
     assert ev.sample_metrics(["CC(", "C1"], train)["uniqueness"] is None, (
         "uniqueness must be None when no sample is valid")
 
