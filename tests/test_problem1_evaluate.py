@@ -51,9 +51,14 @@ def test_remove_head_changes_exactly_one_head():
         "module?")
     weight = after["decoder_layers.1.cross_attn.W_o.weight"]
     old = before["decoder_layers.1.cross_attn.W_o.weight"]
+    zero_columns = [h for h in range(4) if (weight[:, 32 * h:32 * (h + 1)] == 0).all()]
+    zero_rows = (weight[64:96] == 0).all() and not (old[64:96] == 0).all()
     assert (weight[:, 64:96] == 0).all(), (
-        "remove_head must zero the head's d_k columns of W_o (the inputs it reads the head "
-        "from): are its rows zeroed instead, or the wrong head's columns?")
+        "remove_head('dec1.cross.h2') must zero head 2's d_k input columns of W_o, 64:96 (the "
+        "inputs it reads the head from): "
+        + ("its rows 64:96 are zeroed instead (W_o.weight is [out, in]: a head is columns)"
+           if zero_rows else f"head {zero_columns[0]}'s columns are zeroed instead"
+           if zero_columns else "no head's columns are all zero"))
     assert torch.equal(weight[:, :64], old[:, :64]), (
         "remove_head must leave the other heads' columns of W_o unchanged: is the head's "
         "slice off by one, or the wrong head's columns zeroed?")
