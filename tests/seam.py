@@ -49,7 +49,8 @@ MAX_INT_DIGITS = 1000
 MAX_NODES = 1_000_000  # values in one message, each list, dict, string or number one
 MAX_ITEMS = 2_000_000  # a message's tensor and array values, with the rows `tolist()` makes
 # of them: what the side that takes a message may have to build from it (the graded tests'
-# largest reply holds about 700,000)
+# largest message holds about 670,000)
+MAX_ROWS = 100_000  # of those, the rows (a list each in `tolist()`; the tests' most: 4,000)
 JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"')
 ERROR_ARG_CHARS = 100_000  # an exception's argument, as the test sees it
 STDERR_LINES = 20  # of what a failing call wrote to stderr, its last lines join its error
@@ -156,7 +157,7 @@ class Decoder:
 
     def __init__(self, blobs: list[bytes], ref):
         self.blobs, self.ref = blobs, ref
-        self.items = 0  # tensor and array values so far, with their rows (take)
+        self.items = self.rows = 0  # tensor and array values so far, with their rows (take)
 
     def blob(self, index) -> bytes:
         if type(index) is not int or not 0 <= index < len(self.blobs):
@@ -256,17 +257,19 @@ class Decoder:
 
     def take(self, shape: list[int], what: str) -> None:
         """Count a tensor's or array's values and the rows `tolist()` would make of them;
-        SeamError once the message holds more than MAX_ITEMS."""
+        SeamError once the message holds more than MAX_ITEMS of both or MAX_ROWS rows."""
         rows, prefix = 0, 1
         for size in shape[:-1]:
             prefix *= size
             rows += prefix
         self.items += math.prod(shape) + rows
-        if self.items > MAX_ITEMS:
+        self.rows += rows
+        if self.items > MAX_ITEMS or self.rows > MAX_ROWS:
             raise SeamError(
                 f"{what} of shape {' x '.join(f'{n:,}' for n in shape) or '()'} "
                 f"({math.prod(shape):,} values in {rows:,} rows): one message may hold "
-                f"{MAX_ITEMS:,} values and rows in all, far more than a test needs")
+                f"{MAX_ITEMS:,} values and rows in all, {MAX_ROWS:,} of them rows, far more "
+                "than a test needs")
 
     def tensor(self, node: dict) -> torch.Tensor:
         dtype, shape = node.get("dtype"), self.ints(node.get("shape"))

@@ -34,6 +34,13 @@ def test_a_tensor_tolist_would_blow_up_is_refused_by_its_shape():
         _decode(message)
 
 
+def test_rows_are_bounded_apart_from_values():
+    """200,000 x 1 bytes: few values, but a list for each row in `tolist()`."""
+    with pytest.raises(seam.SeamError, match=r"200,000 x 1 \(200,000 values in 200,000 rows\)"):
+        _decode(_message(torch.zeros(200_000, 1, dtype=torch.uint8)))
+    assert _decode(_message(torch.zeros(4_000, 7))).shape == (4_000, 7)
+
+
 def test_a_message_of_millions_of_values_is_refused_before_it_is_parsed():
     body = json.dumps({"tree": {"$list": [{}] * 3_000_000}, "blobs": []},
                       separators=(",", ":")).encode()
