@@ -14,7 +14,6 @@
 #                           part's graded tests (course/grading/mutation.json; not in CI)
 #   make part-alone         each part filled alone earns all its points (2 minutes)
 #   make blast-radius       each mistake costs points in its own part only (MISTAKES.md)
-#   make grade-capsh        the isolation tests again as root without CAP_SYS_ADMIN (root)
 #   make grade-container    the grading suite in a container as Gradescope runs one: podman,
 #                           runc, no writable cgroup fs (root; CI's third pass)
 #   make test-course-host   the course's tests but those the container pass runs (CI)
@@ -39,7 +38,7 @@ test-course:
 
 .PHONY: handout autograder grade-check seeds seeds-problem1 seeds-problem2 seeds-problem3 \
         samples10k difficulty pruning-bias bands mutants rotary-window carry-probe grade-limits \
-        grade-footprint grade-capsh grade-container \
+        grade-footprint grade-container \
         part-alone blast-radius \
         problem2-analysis problem1-breakdown
 # ----------------------------------------------------------------------- extra seeds
@@ -222,13 +221,12 @@ grade-check:
 grade-limits:
 	$(PY) -m course.tools.grade_limits
 
-# the grading suite, which `pytest course` runs as root with namespaces, in the two other
-# modes a grader meets: root without CAP_SYS_ADMIN (capsh: the isolation tests), and a
-# container without a writable cgroup fs (Gradescope's, course/tools/container.py: the
-# isolation tests, correct code's points and the grader's own behaviour there).
+# the grading suite, which `pytest course` runs as root with namespaces, in the mode that is
+# deployed: a container without a writable cgroup fs (Gradescope's, course/tools/container.py:
+# the isolation tests, correct code's points and the grader's own behaviour there).
 # test-course-host: the course's tests but the container's own (GRADING_POINTS), which CI
 # runs beside `make grade-container` (the container has its own /tmp, network and IPC, and
-# shares the users' lock folder), then `make grade-capsh` (.ci/run)
+# shares the users' lock folder; .ci/run)
 GRADING_ISOLATION := $(addprefix course/grading/kit/,test_grade_sealed.py \
   test_sandbox_policy.py test_warden.py test_weights_reader.py)
 GRADING_POINTS := $(addprefix course/grading/kit/,test_honest_idioms.py test_part_alone.py \
@@ -237,8 +235,6 @@ GRADING_SUITE := $(GRADING_ISOLATION) $(GRADING_POINTS)
 .PHONY: test-course-host
 test-course-host:
 	$(PY) -m pytest course $(GRADING_POINTS:%=--ignore=%)
-grade-capsh:
-	capsh --drop=cap_sys_admin -- -c "$(PY) -m pytest -q -p no:cacheprovider $(GRADING_ISOLATION)"
 grade-container:
 	$(PY) -m course.tools.container -- $(PY) -m pytest -q -p no:cacheprovider $(GRADING_SUITE)
 
