@@ -432,8 +432,13 @@ def grade_folder(folder: Path, csv_path: Path, grader: Grader, parts: list[str],
     tests included: the CSV is the instructor's), and a note; each submission's code as
     graded and its results.json in GRADED_FOLDER/<name>/ beside the CSV (what
     course.grading.class_report reads). The CSV is rewritten after every submission; one the
-    grader failed on is a row with the reason, the others go on."""
+    grader failed on is a row with the reason, the others go on. An entry that is not a
+    folder (a zip) is named in one line and skipped."""
     submissions = sorted(p for p in folder.iterdir() if p.is_dir())
+    for stray in sorted(p for p in folder.iterdir() if not p.is_dir()):
+        print(f"{stray.name}: skipped, not a submission folder (a class folder as it comes, "
+              "zips and repositories: python -m course.grading.unpack CLASS SUBMISSIONS "
+              "first)", flush=True)
     columns = ["submission", "score", "max_score", *parts, "results", "note"]
     rows = []
     for path in submissions:

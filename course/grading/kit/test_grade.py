@@ -631,12 +631,14 @@ def test_read_regular_refuses_links_fifos_devices_and_files_over_the_limit(tmp_p
 
 
 def test_a_submission_the_grader_fails_on_is_a_csv_row_and_the_others_go_on(tmp_path,
-                                                                           monkeypatch):
+                                                                           monkeypatch, capsys):
     """--csv: the grader failing on the middle submission of three writes that row with the
-    reason, grades the other two, and leaves a complete CSV."""
+    reason, grades the other two, and leaves a complete CSV; a stray zip beside them is
+    named, not skipped without a word."""
     folder = tmp_path / "class"
     for name in ("a", "b", "c"):
         (folder / name).mkdir(parents=True)
+    (folder / "d.zip").write_bytes(b"PK")
 
     def fake_grade(path, grader, parts, out, budget, keep=None):
         if path.name == "b":
@@ -652,3 +654,4 @@ def test_a_submission_the_grader_fails_on_is_a_csv_row_and_the_others_go_on(tmp_
     assert float(rows[1]["score"]) == 0.0
     assert rows[1]["note"].startswith("not graded: the grader failed (OverflowError"), rows[1]
     assert not list(tmp_path.glob("*.tmp"))
+    assert "d.zip: skipped, not a submission folder" in capsys.readouterr().out
