@@ -123,7 +123,7 @@ ATTACKS = {
 PEAK_BUDGET_MIB = {"max_reply": 700, "thread_storm": 700, "tolist_reply": 700}
 NO_OOM_KILL = ("tolist_reply", "raw_frame")  # the judge's attacks: nothing may be killed
 # (a raw frame's own sandbox builds 9 MB several times over: 725 MiB of anonymous peak in all,
-# the judge's resident peak 421 MiB against 365 MiB beside an empty handout)
+# measured natively: the judge that took it peaked at 421 MiB resident, the other at 376)
 CGROUP = Path("/sys/fs/cgroup")
 MEMORY_BYTES = 768 * 2**20
 CPU_QUOTA_US, CPU_PERIOD_US = 50_000, 100_000
