@@ -122,8 +122,9 @@ ATTACKS = {
 # itself (the sandbox's own memory, files and shared memory are its budgets' business)
 PEAK_BUDGET_MIB = {"max_reply": 700, "thread_storm": 700, "tolist_reply": 700}
 NO_OOM_KILL = ("tolist_reply", "raw_frame")  # the judge's attacks: nothing may be killed
-# (a raw frame's own sandbox builds 9 MB several times over: 725 MiB of anonymous peak in all,
-# measured natively: the judge that took it peaked at 421 MiB resident, the other at 376)
+# (a raw frame: 725 MiB of anonymous peak in all, against 632 for max_reply; natively the
+# judge that took it peaked at 421 MiB resident, the other at 376; that the rest is its own
+# sandbox building 9 MB several times over is a hypothesis)
 CGROUP = Path("/sys/fs/cgroup")
 MEMORY_BYTES = 768 * 2**20
 CPU_QUOTA_US, CPU_PERIOD_US = 50_000, 100_000
