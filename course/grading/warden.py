@@ -61,8 +61,9 @@ from course.grading.zygote import Zygote
 from provided.limits import MAX_FILE_BYTES  # a sandbox's RLIMIT_FSIZE
 
 PR_SET_PDEATHSIG = 1
-# the signals that end a test in its judge: pytest-timeout's at the wall backstop, and the
-# grader's when the test is over its CPU time limit (course/grading/judge.py, CPU_STOP)
+# the signals that may end a test in its judge: the grader's when the test is over its CPU
+# or idle time (course/grading/judge.py, CPU_STOP), and pytest-timeout's for a test that
+# sets its own timeout (the judges run with none)
 TEST_STOPS = {signal.SIGALRM, signal.SIGUSR1}
 CGROUPS = "cgroups.txt"  # in a judge's work folder: every sandbox cgroup its warden made
 FREEZE_SECONDS = 2.0  # how long a freeze may take before the signals stop it too
@@ -196,10 +197,10 @@ def usage(folders: list[int], user: Sandbox) -> tuple[int, int]:
 
 
 def held(user: Sandbox) -> int:
-    """Bytes the kernel holds for uid outside any folder: files without a name that its
-    processes keep open or mapped (unlinked files, O_TMPFILE files, memfds), each counted
-    once, and the System V shared memory segments and message queues uid owns or created
-    (a segment's full size, a queue's bytes).
+    """Bytes the kernel holds for the user outside any folder: files without a name that
+    its processes keep open or mapped (unlinked files, O_TMPFILE files, memfds), each
+    counted once, and the System V shared memory segments and message queues it owns or
+    created (a segment's full size, a queue's bytes).
 
     /proc/PID/fd and maps are read with the user's file-system identity (as_user): root
     without CAP_SYS_PTRACE (Gradescope's container) may not read another user's, the user
