@@ -7,6 +7,8 @@ Runs in the grader (course/grading/grade.py) and in `make autograder`.
 
 import math
 import os
+import re
+import shlex
 import time
 import zipfile
 from pathlib import Path
@@ -95,6 +97,7 @@ python3 -m venv "$ROOT/venv"
 cd "$ROOT/source"
 pip install torch --index-url https://download.pytorch.org/whl/cpu
 pip install -r requirements.txt
+pip install @GRADER_REQUIREMENTS@
 # the data the results are recomputed on (the grader checks its SHA-1 and refuses to grade
 # without it); the kit's own simulation sets AUTOGRADER_NO_DATA: no download, and
 # run_autograder then grades the code alone (--code-only)
@@ -122,6 +125,31 @@ if [ ! -s "$ROOT/results/results.json" ]; then  # the grader itself failed: say 
        'this submission; please tell the course staff."}' > "$ROOT/results/results.json"
 fi
 """
+# the packages of course/requirements.txt that the grader imports itself: setup.sh installs
+# their lines (pinned as there), not the instructors' other tools
+GRADER_PACKAGES = ("pyseccomp",)
+
+
+def grader_requirements() -> list[str]:
+    """course/requirements.txt's lines of GRADER_PACKAGES, as pip takes them (read when the
+    zip is built: the zip ships no course/requirements.txt)."""
+    found = {}
+    for line in (REPO_ROOT / "course" / "requirements.txt").read_text().splitlines():
+        name = re.match(r"[A-Za-z0-9._-]+", line)
+        if name and name.group(0).lower() in GRADER_PACKAGES:
+            found[name.group(0).lower()] = line.split("#")[0].strip()
+    missing = set(GRADER_PACKAGES) - set(found)
+    if missing:
+        raise ValueError(f"course/requirements.txt lacks {', '.join(sorted(missing))}")
+    return [found[name] for name in GRADER_PACKAGES]
+
+
+def setup_sh() -> str:
+    """SETUP_SH with the grader's own packages of course/requirements.txt."""
+    return SETUP_SH.replace("@GRADER_REQUIREMENTS@",
+                            " ".join(map(shlex.quote, grader_requirements())))
+
+
 AUTOGRADER_FILES = ("requirements.txt", "conftest.py", "pyproject.toml", "generate_datasets.py",
                     "provided/**/*", "problem*/*.py", "problem1/position_table.pt",
                     "problem*/results/reference_bands.json", "tests/**/*",
@@ -142,7 +170,7 @@ def build_autograder(path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
     with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as archive:
-        for name, text in (("setup.sh", SETUP_SH), ("run_autograder", RUN_AUTOGRADER)):
+        for name, text in (("setup.sh", setup_sh()), ("run_autograder", RUN_AUTOGRADER)):
             info = zipfile.ZipInfo(name)
             info.external_attr = 0o755 << 16
             archive.writestr(info, text)

@@ -321,6 +321,24 @@ def test_autograder_zip(tmp_path):
     assert not any(n.startswith("data/") or n.endswith(".pth") for n in names)
 
 
+def test_setup_sh_installs_the_graders_pyseccomp_from_the_course_requirements(tmp_path):
+    """pyseccomp is the grader's (course/requirements.txt), not the students'
+    (requirements.txt): setup.sh installs the students' requirements and pyseccomp's line of
+    course/requirements.txt, pinned as there, and none of the instructors' other tools."""
+    def packages(path):
+        return {re.match(r"[A-Za-z0-9._-]+", line).group(0).lower(): line.split("#")[0].strip()
+                for line in path.read_text().splitlines() if re.match(r"[A-Za-z0-9]", line)}
+    students = packages(REPO_ROOT / "requirements.txt")
+    course = packages(REPO_ROOT / "course" / "requirements.txt")
+    assert "pyseccomp" not in students and "pyseccomp" in course
+    path = tmp_path / "autograder.zip"
+    gradescope.build_autograder(path)
+    setup = zipfile.ZipFile(path).read("setup.sh").decode()
+    assert "pip install -r requirements.txt\n" in setup
+    assert f"pip install '{course['pyseccomp']}'\n" in setup
+    assert not [name for name in course if name != "pyseccomp" and name in setup]
+
+
 def test_strip_then_fill_with_the_reference_gives_the_reference_functions():
     for name in solution_files():
         source = (REPO_ROOT / name).read_text()
