@@ -3,6 +3,7 @@ TA enters, one row per submission, the total out of 168 exact.
 
     python -m course.grading.sheet scores.csv --written written/ --template   # the TA's files
     python -m course.grading.sheet scores.csv --written written/              # -> grade_sheet.csv
+    python -m course.grading.sheet scores.csv --written written/ --gradescope written_scores.csv
 
 Instructors only. scores.csv is what `python -m course.grading.grade SUBMISSIONS --csv
 scores.csv` wrote. The written answers are graded by hand with course/grading/RUBRIC.md,
@@ -24,9 +25,26 @@ scores all or nothing, so a part's points are points x passed / tests exactly; w
 results.json is missing the CSV's 4-decimal values are taken, with a warning. Each number
 is written once, rounded half up to two decimals only where it is not exact in hundredths.
 
+--gradescope EXPORT reads the written points from Gradescope instead: the CSV of the "Exam /
+Quiz" assignment the PDFs of course.grading.written were graded in (Review Grades ->
+Download Grades -> CSV: the columns Name, SID, Email, ..., Status, ..., then one per
+question, "7: title (3.0 pts)" or "2.7: title (3.0 pts)"). Its question columns are mapped
+to the rubric's questions by title (outline.csv's, or the key problem1_q7), else by number
+N.K (problem N, question K), else in order when it has exactly the 26 questions with
+points; a question that has sub-questions and a 0-point question (a cover, say) are left
+out, and a question worth other points than the rubric's is refused. Each row is matched
+to a submission of scores.csv whose name is the student's email, the email before its @ or
+the SID (case ignored), or through --students FILE (columns submission and email or sid).
+Its points are merged into written/problemN_qK.csv (a blank on Gradescope keeps the file's
+points, a comment is kept) and the sheet is made from those files as usual. A roster row
+with no submission on Gradescope (blank points, Status "Missing") that matches no
+submission is left out and counted.
+
 Bad input is one line naming the file or flag (error:, exit 2): a missing or malformed
 CSV, a written file with an unknown submission, a repeated row, or points that are not a
-number from 0 to the question's points.
+number from 0 to the question's points; in an export, no Email or SID column, a question
+column that is none of the rubric's, a question twice, a student who matches no
+submission or two, a submission no student matches.
 """
 
 import csv
@@ -289,6 +307,176 @@ def write_templates(folder: Path, questions: list[Question], submissions: list[s
     return written
 
 
+# ------------------------------------------------------------------ Gradescope's export
+GRADESCOPE_COLUMN = re.compile(
+    r"^\s*(?:q(?:uestion)?\s*)?(\d+(?:\.\d+)*)\s*(?::\s*(.*?))?\s*"
+    r"(?:\(\s*(\d+(?:\.\d+)?)\s*pts?\s*\))?\s*$", re.IGNORECASE)
+EXPORT_HELP = ("download it from Gradescope: the written assignment's Review Grades -> "
+               "Download Grades -> CSV")
+
+
+def squeezed(text: str) -> str:
+    """text compared loosely: case ignored, runs of white space one space, no end dot."""
+    return re.sub(r"\s+", " ", text).strip().rstrip(".").casefold()
+
+
+def export_questions(path: Path, columns: list[str],
+                     questions: list[Question]) -> dict[str, Question]:
+    """{export column: rubric question} for the export's graded question columns."""
+    found = []  # (column, number, title, points or None)
+    for column in columns:
+        match = GRADESCOPE_COLUMN.match(column or "")
+        if match:
+            points = Fraction(match.group(3)) if match.group(3) else None
+            found.append((column, match.group(1), match.group(2) or "", points))
+    numbers = {number for _, number, _, _ in found}
+    leaves = [q for q in found if not any(n.startswith(q[1] + ".") for n in numbers)
+              and q[3] != 0]
+    if not leaves:
+        fail(f"{path} has no question columns (\"1: title (2.0 pts)\"): {EXPORT_HELP}")
+    by_title = {}
+    for q in questions:
+        by_title[squeezed(q.title)] = by_title[squeezed(q.key)] = q
+    by_number = {f"{q.problem.removeprefix('problem')}.{q.number}": q for q in questions}
+    if all(squeezed(title) in by_title for _, _, title, _ in leaves):
+        mapped = {column: by_title[squeezed(title)] for column, _, title, _ in leaves}
+    elif all(number in by_number for _, number, _, _ in leaves):
+        mapped = {column: by_number[number] for column, number, _, _ in leaves}
+    elif len(leaves) == len(questions):
+        mapped = {leaf[0]: q for leaf, q in zip(leaves, questions)}
+    else:
+        column = next(c for c, _, title, _ in leaves if squeezed(title) not in by_title)
+        fail(f"{path}: question column {column!r} is none of the rubric's {len(questions)} "
+             f"questions by title, by number N.K or by place (the export has {len(leaves)} "
+             "question columns with points): title the questions on Gradescope as "
+             "written_pdfs/outline.csv does")
+    seen = {}
+    for column, _, _, points in leaves:
+        question = mapped[column]
+        if question.key in seen:
+            fail(f"{path}: columns {seen[question.key]!r} and {column!r} are both "
+                 f"{question.key}: keep one column a question")
+        seen[question.key] = column
+        if points is not None and points != question.points:
+            fail(f"{path}: column {column!r} is worth {shown(points)} points, the rubric's "
+                 f"{question.key} {shown(question.points)}: set the question's points on "
+                 "Gradescope as RUBRIC.md has them")
+    return mapped
+
+
+def student_aliases(path: Path | None) -> dict[str, str]:
+    """{email or sid, case folded: submission} of --students FILE."""
+    if path is None:
+        return {}
+    what = "give a CSV with the columns submission and email or sid, a row a student"
+    rows = read_csv(path, ["submission"], what)
+    aliases = {}
+    for number, row in enumerate(rows, start=2):
+        keys = [squeezed(row.get(c) or "") for c in ("email", "sid")]
+        if not row["submission"] or not any(keys):
+            fail(f"{path}, line {number}: no submission or no email and sid: {what}")
+        for key in filter(None, keys):
+            aliases[key] = row["submission"]
+    return aliases
+
+
+def gradescope_points(path: Path, questions: list[Question], submissions: list[str],
+                      aliases: dict[str, str]) -> tuple[dict, int]:
+    """({question key: {submission: points or None}}, roster rows left out) of an export:
+    every submission matched by one row."""
+    if not path.is_file():
+        fail(f"{path}: no such file: {EXPORT_HELP}")
+    try:
+        with open(path, newline="", encoding="utf-8-sig") as f:
+            reader = csv.DictReader(f)
+            columns, rows = reader.fieldnames or [], list(reader)
+    except (OSError, UnicodeDecodeError, csv.Error) as err:
+        fail(f"{path} cannot be read as a CSV ({type(err).__name__}: {err}): {EXPORT_HELP}")
+    named = {squeezed(c or ""): c for c in columns}
+    ids = [named[k] for k in ("email", "sid") if k in named]
+    if not ids:
+        fail(f"{path} has no column Email or SID, which match its students to the "
+             f"submissions: {EXPORT_HELP}")
+    mapped = export_questions(path, columns, questions)
+    names = {squeezed(name): name for name in submissions}
+    out = {q.key: {} for q in mapped.values()}
+    owner, left_out = {}, 0
+    for number, row in enumerate(rows, start=2):
+        email = squeezed(row.get(named.get("email", ""), "") or "")
+        keys = {email, email.split("@")[0], squeezed(row.get(named.get("sid", ""), "") or "")}
+        keys.discard("")
+        found = {names.get(k) or aliases.get(k) for k in keys} - {None}
+        who = (row.get(named.get("name", "")) or ", ".join(sorted(keys)) or "a student")
+        values = {column: (row.get(column) or "").strip() for column in mapped}
+        if not found:
+            status = squeezed(row.get(named.get("status", ""), "") or "")
+            if status == "missing" or not any(values.values()):
+                left_out += 1
+                continue
+            fail(f"{path}, line {number}: {who} ({', '.join(sorted(keys))}) matches no "
+                 "submission of the grading CSV by email or SID: name the submission by the "
+                 "student's email or SID in --students FILE (columns submission, email, sid)")
+        if len(found) > 1:
+            fail(f"{path}, line {number}: {who} matches the submissions "
+                 f"{', '.join(sorted(found))}: give one submission a student in --students")
+        submission = found.pop()
+        if submission in owner:
+            fail(f"{path}, lines {owner[submission]} and {number} are both {submission}: "
+                 "keep one row a student")
+        owner[submission] = number
+        for column, question in mapped.items():
+            text = values[column]
+            try:
+                value = decimal_points(text) if text else None
+            except ValueError:
+                value = -1
+            if value is not None and not 0 <= value <= question.points:
+                fail(f"{path}, line {number} ({submission}), column {column!r}: points "
+                     f"{text!r}, not from 0 to {shown(question.points)}: fix it on Gradescope "
+                     "and download the grades again")
+            out[question.key][submission] = value
+    unmatched = [name for name in submissions if name not in owner]
+    if unmatched:
+        fail(f"{path} has no student for the submission {unmatched[0]}"
+             + (f" (and {len(unmatched) - 1} more)" if len(unmatched) > 1 else "")
+             + ": name each submission by its student's email or SID, in --students FILE "
+               "(columns submission, email, sid) where the folder's name is neither")
+    return out, left_out
+
+
+def merge_written(folder: Path, questions: list[Question], export: dict,
+                  submissions: list[str]) -> tuple[int, int]:
+    """Write the export's points into folder/<question>.csv (blank on Gradescope: the file's
+    points stay; comments stay). Returns (files written, points that changed)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    files = changed = 0
+    for question in questions:
+        if question.key not in export:
+            continue
+        path = folder / f"{question.key}.csv"
+        rows = []
+        if path.exists():
+            rows = read_csv(path, ["submission", "points"],
+                            "one row per submission (delete the file to start it again)")
+        by_name = {row["submission"]: row for row in rows}
+        for name in submissions:
+            if name not in by_name:
+                by_name[name] = {"submission": name, "points": "", "comment": ""}
+                rows.append(by_name[name])
+        for name, value in export[question.key].items():
+            if value is None:
+                continue
+            row = by_name[name]
+            old = (row.get("points") or "").strip()
+            new = shown(value)
+            changed += bool(old) and old != new
+            row["points"] = new
+        write_rows(path, WRITTEN_COLUMNS, [{c: row.get(c) or "" for c in WRITTEN_COLUMNS}
+                                           for row in rows])
+        files += 1
+    return files, changed
+
+
 @script
 def main(argv=None) -> int:
     parser = ArgumentParser(__doc__)
@@ -302,7 +490,17 @@ def main(argv=None) -> int:
                              f"{GRADED_FOLDER}/ beside the CSV)")
     parser.add_argument("--out", type=Path, default=None,
                         help=f"the sheet (default: {SHEET_NAME} beside the CSV)")
+    parser.add_argument("--gradescope", type=Path, default=None, metavar="EXPORT",
+                        help="Gradescope's CSV of the written assignment's grades: its points "
+                             "merged into the written files first")
+    parser.add_argument("--students", type=Path, default=None, metavar="FILE",
+                        help="with --gradescope: a CSV of columns submission and email or "
+                             "sid, for submissions not named by email or SID")
     args = parser.parse_args(argv)
+    if args.students and not args.gradescope:
+        fail("--students goes with --gradescope EXPORT")
+    if args.template and args.gradescope:
+        fail("--template and --gradescope: --gradescope writes the files itself")
     if args.written.exists() and not args.written.is_dir():
         fail(f"--written {args.written} is a file: give the folder of the written points")
     questions = written_questions()
@@ -312,6 +510,14 @@ def main(argv=None) -> int:
         print(f"wrote {count} of the {len(questions)} written files in {args.written} "
               f"({len(questions) - count} were there): one row per submission, fill in points")
         return 0
+    if args.gradescope:
+        export, left_out = gradescope_points(args.gradescope, questions, list(auto),
+                                             student_aliases(args.students))
+        files, changed = merge_written(args.written, questions, export, list(auto))
+        print(f"read {args.gradescope}: {len(auto)} students' points of {files} questions "
+              f"into {args.written}" + (f", {changed} points changed" if changed else "")
+              + (f"; {left_out} roster rows without a submission left out" if left_out
+                 else ""))
     if not args.written.is_dir():
         fail(f"--written {args.written}: no such folder: write its files with --template")
     written = written_points(args.written, questions, list(auto))
