@@ -85,3 +85,66 @@ def test_bad_input_is_one_line(tmp_path, capsys):
         assert stop.value.code == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and err[0].startswith("error:"), err
+
+
+def test_a_clone_over_the_size_bound_is_stopped_and_named(tmp_path, capsys, monkeypatch):
+    """300 kB that do not compress against a bound of 100 kB: no submission, one line."""
+    folder = tmp_path / "class"
+    source = repository(folder / "erin")
+    (source / "problem1" / "noise.bin").write_bytes(os.urandom(300_000))
+    git("add", "problem1", cwd=source)
+    git("commit", "-q", "-m", "noise", cwd=source)
+    monkeypatch.setattr(unpack, "CLONE_BYTES", 100_000)
+    out = tmp_path / "submissions"
+    assert unpack.main([str(folder), str(out)]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == (f"erin: skipped, git clone of {source} was stopped over 0.0953674 MiB "
+                        "or 11000 files on disk (the grader takes 200 MiB and 5000 files)")
+    assert list(out.iterdir()) == []
+
+
+def test_a_clone_is_bounded_in_time_and_runs_git_hardened(tmp_path, capsys, monkeypatch):
+    """A stand-in git that records how it was run, starts a child and hangs: after
+    CLONE_SECONDS both are killed and the entry is one line naming the repository."""
+    folder = tmp_path / "class"
+    source = repository(folder / "finn")
+    record, child = tmp_path / "argv_env", tmp_path / "child_pid"
+    stand_in = tmp_path / "git"
+    stand_in.write_text(f"#!/bin/sh\nprintf '%s\\n' \"$@\" > {record}\nenv >> {record}\n"
+                        f"sleep 300 &\necho $! > {child}\nsleep 300\n")
+    stand_in.chmod(0o755)
+    monkeypatch.setattr(unpack, "GIT", [str(stand_in)])
+    monkeypatch.setattr(unpack, "CLONE_SECONDS", 1)
+    out = tmp_path / "submissions"
+    assert unpack.main([str(folder), str(out)]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == f"finn: skipped, git clone of {source} was stopped after 1 s"
+    assert not (out / "finn").exists()
+    pid = int(child.read_text())
+    assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text(
+        ).split(")")[-1].split()[0]
+    said = record.read_text().splitlines()
+    for flag in ("core.hooksPath=/dev/null", "protocol.allow=never", "protocol.file.allow=always",
+                 "protocol.https.allow=always", "--depth", "--no-tags", "--single-branch",
+                 source.resolve().as_uri(), "GIT_TERMINAL_PROMPT=0", "GIT_CONFIG_NOSYSTEM=1",
+                 "GIT_ALLOW_PROTOCOL=file:https"):
+        assert flag in said, flag
+
+
+def test_a_clone_that_fails_is_one_line_naming_the_repository(tmp_path, capsys):
+    folder = tmp_path / "class"
+    (folder / "gus.git").mkdir(parents=True)
+    (folder / "gus.git" / "HEAD").write_text("not a ref\n")
+    out = tmp_path / "submissions"
+    assert unpack.main([str(folder), str(out)]) == 1
+    line = capsys.readouterr().out.splitlines()[0]
+    assert line.startswith(f"gus.git: skipped, git clone of {folder / 'gus.git'} failed: ")
+    assert "\n" not in line and list(out.iterdir()) == []
+
+
+def test_the_guide_states_the_clones_bounds():
+    from provided.common import REPO_ROOT
+
+    guide = " ".join((REPO_ROOT / "course" / "INSTRUCTORS.md").read_text().split())
+    assert (f"{unpack.CLONE_SECONDS} s of wall time and {unpack.CLONE_BYTES // 2**20} MiB or "
+            f"{unpack.CLONE_FILES:,} files on disk") in guide
