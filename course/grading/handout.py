@@ -18,8 +18,8 @@ students' code uses them: IGNORE_INDEX, causal_mask, ...).
 student's files) in place of the stripped ones: the way to check that a solution written
 differently from the reference passes. `splice` does that work, and course/tools/grade_check.py
 uses it to fill one part at a time. The grader takes a submission's file through
-`graded_source` (course/grading/intake.py): the student's file whole, with the given code put
-back as the handout has it.
+provided/given.py's `graded_source` (course/grading/intake.py): the student's file whole,
+with the given code put back as the handout has it.
 """
 
 import ast
@@ -30,20 +30,15 @@ from pathlib import Path
 
 from provided.common import REPO_ROOT, ArgumentParser, fail, script
 
-# the handout's own reading of solution regions and given code (provided/given.py, which
-# students have too), used here and re-exported to the grader's modules
-from provided.given import (  # noqa: F401
+# the handout's own reading of solution regions (provided/given.py, which students have too;
+# the grader's modules import it from there, never through this module)
+from provided.given import (
     BEGIN,
-    CODING_COOKIE,
-    END,
-    _add_definition,
     _after_docstring,
     _before_main_guard,
     _reindent,
     _span,
     definitions,
-    graded_source,
-    read_source,
     region_functions,
     source_lines,
     strip_solutions,

@@ -3,7 +3,7 @@
 Runs in the grader (course/grading/grade.py) and never imports or runs a submission's
 code: it copies the submission's regular files with defensive reads (no links, FIFOs or
 devices, nothing over the size limits), finds its root, takes its solution files whole with
-the given code put back as the handout has it (course.grading.handout.graded_source), and
+the given code put back as the handout has it (provided.given.graded_source), and
 every other file of a problem folder that `make submission` packs
 (provided.submission.taken_problem_files: modules and packages of the student's own, data
 files), says which given code it put back (given_code_told), and keeps the code as graded
@@ -17,10 +17,9 @@ import stat
 from pathlib import Path
 
 from course.grading import rubric as RUBRIC
-from course.grading.handout import graded_source, read_source, region_functions
 from course.grading.trusted import Kit
 from course.grading.users import remove_tree
-from provided.given import given_changes
+from provided.given import given_changes, graded_source, read_source, region_functions
 
 # what is taken from a submission, at most (defined once, in provided/submission.py, whose
 # `make submission` checks a student's files against them): the files unpacked, in bytes
@@ -113,7 +112,7 @@ def find_root(submission: Path) -> Path | None:
 def submission_code(kit: Kit, root: Path | None) -> tuple[dict, dict]:
     """({path: bytes} of the submission's code as graded, {part: a reason its code could not
     be taken}): each solution file is the submission's own, whole, with the given code put
-    back as the handout has it (course.grading.handout.graded_source), plus every file of a
+    back as the handout has it (provided.given.graded_source), plus every file of a
     problem folder that `make submission` packs besides (own_files: modules, packages and
     data files of its own, a problem folder's __init__.py), as it is.
 

@@ -78,9 +78,10 @@ from pathlib import Path
 
 from course.grading import rubric as RUBRIC
 from course.grading.class_report import class_parser, read_scores
-from course.grading.handout import SOLUTION_FILE, definitions, source_lines, strip_solutions
+from course.grading.handout import SOLUTION_FILE
 from course.grading.intake import GRADED_FOLDER
 from provided.common import REPO_ROOT, fail, script
+from provided.given import definitions, source_lines, strip_solutions
 from provided.results import atomic_write_text, write_json
 
 NOISE = 20  # k: filtered characters per fingerprint (copydetect's noise threshold)

@@ -27,16 +27,10 @@ import ast
 import shutil
 from pathlib import Path
 
-from course.grading.handout import (
-    BEGIN,
-    END,
-    definitions,
-    make_handout,
-    solution_files,
-    source_lines,
-)
+from course.grading.handout import make_handout, solution_files
 from course.grading.rubric import PARTS, REGIONS
 from provided.common import REPO_ROOT, ArgumentParser, fail, script
+from provided.given import BEGIN, END, definitions, source_lines
 
 # kind: what its body does (a format string of {args}, the function's arguments after self,
 # and {first}, the first of them or None); the raising kinds raise for every input

@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from course.grading import rubric as RUBRIC
-from course.grading.handout import strip_solutions
 from course.grading.paths import HIDDEN_DIR
 from course.grading.users import make_tree
 from provided.common import REPO_ROOT
+from provided.given import strip_solutions
 
 # the repository files a run tree holds (besides its tests): code, fixtures, configuration
 TREE_FILES = ("conftest.py", "pyproject.toml", "provided/**/*.py", "problem*/*.py",

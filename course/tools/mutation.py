@@ -27,9 +27,9 @@ import difflib
 import json
 import time
 
-from course.grading.handout import definitions
 from course.grading.rubric import REGIONS
 from provided.common import REPO_ROOT, ArgumentParser, fail, script
+from provided.given import definitions
 from provided.results import atomic_write_text
 
 RESULTS_FILE = REPO_ROOT / "course" / "grading" / "mutation.json"

@@ -9,9 +9,9 @@ import re
 import pytest
 
 from course.grading.clauses import CLAUSES
-from course.grading.handout import definitions
 from course.grading.rubric import REGIONS
 from provided.common import REPO_ROOT
+from provided.given import definitions
 
 pytestmark = pytest.mark.kit
 

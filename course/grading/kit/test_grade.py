@@ -21,15 +21,9 @@ import pytest
 from course.grading import bands as bands_tool
 from course.grading import grade, gradescope, intake, rubric, scoring, trusted
 from course.grading.grader_data import DATA_SHA1
-from course.grading.handout import (
-    definitions,
-    make_handout,
-    region_functions,
-    solution_files,
-    splice,
-    strip_solutions,
-)
+from course.grading.handout import make_handout, solution_files, splice
 from provided.common import REPO_ROOT
+from provided.given import definitions, region_functions, strip_solutions
 
 pytestmark = pytest.mark.kit
 RUBRIC = rubric

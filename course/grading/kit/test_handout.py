@@ -10,12 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from course.grading.handout import (
-    handout_gitignore,
-    make_handout,
-    strip_solutions,
-    tracked_files,
-)
+from course.grading.handout import handout_gitignore, make_handout, tracked_files
+from provided.given import strip_solutions
 
 pytestmark = [pytest.mark.kit, pytest.mark.timeout(600)]
 

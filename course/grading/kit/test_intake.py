@@ -8,15 +8,15 @@ import codecs
 import pytest
 
 from course.grading import intake, trusted
-from course.grading.handout import (
+from course.grading.rubric import REGIONS
+from provided.common import REPO_ROOT
+from provided.given import (
     definitions,
     graded_source,
     read_source,
     region_functions,
     strip_solutions,
 )
-from course.grading.rubric import REGIONS
-from provided.common import REPO_ROOT
 
 pytestmark = pytest.mark.kit
 

@@ -1,7 +1,7 @@
 """course.grading.similarity on a class built by hand (the grader not run: too slow).
 
 graded_code/<name>/problemN/*.py as course.grading.grade --csv lays it out (each file through
-course.grading.handout.graded_source, as the intake does), for: the reference; a copy of it
+provided.given.graded_source, as the intake does), for: the reference; a copy of it
 with every solution function's local variables renamed and the top-level functions of every
 file in reverse order; the handout filled with course/grading/alternatives (as
 `python -m course.grading.handout --fill` does); and the empty handout. Only the copy's pair
@@ -20,15 +20,10 @@ import pytest
 
 from course.grading import rubric as RUBRIC
 from course.grading import similarity
-from course.grading.handout import (
-    definitions,
-    graded_source,
-    source_lines,
-    splice,
-    strip_solutions,
-)
+from course.grading.handout import splice
 from course.grading.intake import GRADED_FOLDER
 from provided.common import REPO_ROOT
+from provided.given import definitions, graded_source, source_lines, strip_solutions
 
 pytestmark = [pytest.mark.kit, pytest.mark.timeout(120)]
 

@@ -1,9 +1,10 @@
 """What the grader takes from a problem folder (code at any depth of packages, small data
 files), packed by `make submission` exactly, the rest named; the given code put back as the
-grader puts it (provided/given.py, the handout's copy of course.grading.handout's), named
-where it differs; and `python -m provided.submission --check`, the public tests on the files
+grader puts it (provided/given.py's, which the grader imports too), named where it
+differs; and `python -m provided.submission --check`, the public tests on the files
 of a zip that the grader takes."""
 
+import ast
 import json
 import os
 import subprocess
@@ -63,12 +64,21 @@ def test_the_handout_reads_its_snapshot(tmp_path):
 
 def test_the_given_code_is_put_back_as_the_grader_puts_it():
     """`--check` and the grader read regions and put given code back with one
-    implementation, provided/given.py's (the handout has it; course.grading.handout imports
-    it), never two copies that could drift apart."""
-    for name in ("source_lines", "strip_solutions", "definitions", "region_functions",
-                 "read_source", "graded_source"):
+    implementation, provided/given.py's (the handout has it), never two copies that could
+    drift apart: course.grading.handout uses given's own, and every module of course/
+    imports given's names from provided.given, none through another module (handout once
+    re-exported them)."""
+    names = {name for name, value in vars(given).items()
+             if getattr(value, "__module__", None) == given.__name__} - {"main"} | {"BEGIN", "END"}
+    for name in ("source_lines", "strip_solutions", "definitions", "region_functions"):
         assert getattr(grader_handout, name) is getattr(given, name), (
             f"course.grading.handout.{name} is a copy of provided.given.{name}: import it")
+    for path in sorted((REPO_ROOT / "course").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("course."):
+                through = sorted(names & {alias.name for alias in node.names})
+                assert not through, (f"{path.relative_to(REPO_ROOT)}: import {through} from "
+                                     f"provided.given, not from {node.module}")
 
 
 def test_given_changes_names_what_the_grader_puts_back():
