@@ -296,7 +296,7 @@ def test_problem2_answers_recomputed():
 def test_problem2_has_an_answer_first_in_every_section_and_process_at_the_end():
     sections = text("problem2").split("\n## ")[1:]
     numbered = [s for s in sections if s[0].isdigit()]
-    assert len(numbered) == 4
+    assert len(numbered) == 8
     for section in numbered:
         body = section.split("\n", 1)[1].lstrip("\n")
         assert body.startswith("<!-- table: p2_answer_"), section[:60]

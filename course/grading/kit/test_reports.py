@@ -14,7 +14,7 @@ from course import reference_report
 from course.grading import bands
 from course.tools import report_tables
 from course.tools.tables.style import fmt
-from provided.common import results_dir
+from provided.common import REPO_ROOT, results_dir
 
 pytestmark = pytest.mark.kit
 
@@ -274,12 +274,34 @@ def test_quoted_numbers_match_the_json(problem, quotes):
         "\n".join(missing)
 
 
+class Archive:
+    """A stand-in for the PDF's image archive: the names of what was added."""
+
+    def __init__(self):
+        self.names = []
+
+    def add(self, data: bytes, name: str) -> None:
+        self.names.append(name)
+
+
 @pytest.mark.parametrize("problem", ["problem1", "problem2", "problem3"])
-def test_every_figure_a_report_shows_is_there_from_its_folder(problem):
-    """A reference report's images are linked from course/reports/ (../../problemN/...), so
-    that they show where the report is read; course.grading.written, which takes figures
-    from inside a submission's problemN/ only, refuses them (INSTRUCTORS.md says so)."""
-    path = reference_report(problem)
-    links = re.findall(r"!\[[^\]]*\]\(([^)\s]+)\)", path.read_text())
-    missing = [link for link in links if not (path.parent / link).resolve().is_file()]
-    assert not missing, f"{path.name} links figures that are not there: {missing}"
+def test_a_report_read_as_a_students_puts_each_answer_under_its_question(problem):
+    """The reference report read by course.grading.written as a student's
+    problemN/REPORT.md: each question of the template is a section of its own, under the
+    template's heading, opening with its Answer, and every figure it shows is linked
+    from problemN/ (as the template's are) and embedded, none refused."""
+    from course.grading import sheet, written
+
+    questions = [q for q in sheet.written_questions() if q.problem == problem]
+    text = reference_report(problem).read_text()
+    cut = written.split_report(text, questions)
+    assert sorted(cut.sections) == [q.number for q in questions]
+    for q in questions:
+        assert cut.headings[q.number] == f"{q.number}. {q.title}", q.key
+        body = re.sub(r"<!--.*?-->", "", cut.sections[q.number], flags=re.S).lstrip()
+        assert body.startswith("**Answer"), (q.key, body[:80])
+    links = re.findall(r"!\[[^\]]*\]\(([^)\s]+)\)", text)
+    figures = written.Figures((REPO_ROOT / problem).resolve(), Archive())
+    refused = {link: why for link in links if (why := figures.embed(link)[1])}
+    assert not refused, f"{problem}.md: figures the renderer does not embed: {refused}"
+    assert len(figures.archive.names) == len(set(links))

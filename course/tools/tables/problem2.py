@@ -111,7 +111,7 @@ def p2_summary(m: dict, bands: dict) -> str:
             "training length; rotary scores depend on positions only through their "
             "difference, and it keeps most of its accuracy; the sinusoidal table is "
             "relative but its model's scores are not, and its accuracy beyond 64 lies in "
-            "between. Sections 1-4 give the evidence, the checks and the attention maps.")
+            "between. Sections 1-8 answer the template's eight questions in its order.")
 
 
 TABLES["p2_summary"] = p2_summary
@@ -180,7 +180,8 @@ def p2_answer_accuracy(m: dict, bands: dict) -> str:
 
 
 def p2_answer_learned(m: dict, bands: dict) -> str:
-    metrics, analysis = seed_files("metrics.json"), seed_files("analysis.json")
+    """Question 3: which rows of the learned table received gradient."""
+    metrics = seed_files("metrics.json")
     n = len(metrics)
     drift = {seed: mm["learned"]["table_drift"] for seed, mm in metrics.items()}
     untouched = sum(d["rows_64_127"]["max"] == 0 and d["rows_64_127"]["rows_moved"] == 0
@@ -188,10 +189,6 @@ def p2_answer_learned(m: dict, bands: dict) -> str:
     moved = sum(d["rows_0_63"]["rows_moved"] == 64 for d in drift.values())
     share = [100 * exact(d["rows_0_63"]["mean"]) / exact(d["rows_0_63"]["initial_row_norm_mean"])
              for d in drift.values()]
-    first = [exact(a["learned"]["position_score_margin"]["beyond_fraction_positive"]) * 64
-             for a in analysis.values()]
-    target = {k: [a["learned"]["attention"]["on_target"][k] for a in analysis.values()]
-              for k in ("in_range", "beyond")}
     return (
         "**Answer.** Row p of the learned table enters the forward pass only for a sequence "
         "that has a position p, and training sequences have positions 0–63, so rows 64–127 "
@@ -201,12 +198,28 @@ def p2_answer_learned(m: dict, bands: dict) -> str:
         f"64–127 are exactly at their initial values in {of_n(untouched, n)}, and all 64 rows "
         f"0–63 moved in {of_n(moved, n)} (mean distance "
         f"{span(d['rows_0_63']['mean'] for d in drift.values())}, {span(share, 1)}% of the "
-        f"mean initial row norm). So positions 64–127 reach the model as random vectors that "
-        f"W_q and W_k were never fitted to: the position-only part of the score ranks the "
-        f"target first at {span(first, 0)} of the 64 positions beyond 64 "
-        f"(`analysis.json` → `learned.position_score_margin`), attention on the target key "
-        f"falls from {span(target['in_range'], 3)} in range to {span(target['beyond'], 3)} "
-        f"beyond, and accuracy beyond 64 is "
+        f"mean initial row norm).")
+
+
+def p2_answer_learned_beyond(m: dict, bands: dict) -> str:
+    """Question 2: what the learned table does at positions 64-127."""
+    metrics, analysis = seed_files("metrics.json"), seed_files("analysis.json")
+    n = len(metrics)
+    untouched = sum(mm["learned"]["table_drift"]["rows_64_127"]["max"] == 0
+                    for mm in metrics.values())
+    first = [exact(a["learned"]["position_score_margin"]["beyond_fraction_positive"]) * 64
+             for a in analysis.values()]
+    target = {k: [a["learned"]["attention"]["on_target"][k] for a in analysis.values()]
+              for k in ("in_range", "beyond")}
+    return (
+        f"**Answer.** Rows 64–127 of the learned table still hold their random N(0, 1) "
+        f"initial values after training (exactly unchanged in {of_n(untouched, n)}, "
+        f"{seeds_phrase(metrics)}; they never receive a gradient, question 3). So positions "
+        f"64–127 reach the model as random vectors that W_q and W_k were never fitted to: "
+        f"the position-only part of the score ranks the target first at {span(first, 0)} of "
+        f"the 64 positions beyond 64 (`analysis.json` → `learned.position_score_margin`), "
+        f"attention on the target key falls from {span(target['in_range'], 3)} in range to "
+        f"{span(target['beyond'], 3)} beyond, and accuracy beyond 64 is "
         f"{span(mm['learned']['beyond'] for mm in metrics.values())}, near chance (0.0625) "
         f"and below the position-free model's "
         f"{span(mm['none']['beyond'] for mm in metrics.values())}.")
@@ -241,10 +254,41 @@ def p2_checks(m: dict, bands: dict) -> str:
             "encodings, not on the trained weights).")
 
 
-def p2_answer_checks(m: dict, bands: dict) -> str:
+def p2_answer_shift_rotation(m: dict, bands: dict) -> str:
+    """Question 4: the shift-rotation check."""
+    metrics = seed_files("metrics.json")
+    checks = m["checks"]
+    return (
+        f"**Answer.** The four checks (`metrics.json` → `checks`) are the same in "
+        f"{of_n(same_checks(metrics), len(metrics))}. shift_rotation_max_error is "
+        f"{sci(checks['shift_rotation_max_error'])} against table entries in [−1, 1], float32 "
+        f"rounding: moving s positions is one fixed rotation R_s of the sinusoidal table at "
+        f"every position tested, beyond 63 included, so the table itself is relative and is "
+        f"defined everywhere.")
+
+
+def p2_answer_score_shift(m: dict, bands: dict) -> str:
+    """Question 5: the score-shift check."""
+    checks = m["checks"]
+    return (
+        f"**Answer.** rotary_score_shift_error is "
+        f"{sci(checks['rotary_score_shift_error'])} against a median |q·k| of "
+        f"{fmt(checks['score_magnitude_median'], 2)}, float32 rounding: the rotary score "
+        f"depends on the two positions only through their difference, since (R_a q)·(R_b k) = "
+        f"qᵀR_{{b−a}}k. sinusoidal_score_shift_error is "
+        f"{fmt(checks['sinusoidal_score_shift_error'], 1)} at most (median "
+        f"{fmt(checks['sinusoidal_score_shift_error_median'], 2)}), as large as the score: in "
+        f"(q + PE_a)·(k + PE_b) only PE_a·PE_b depends on a − b alone, and the cross terms "
+        f"between content and position depend on the absolute positions. "
+        f"rotary_vs_pairwise_error, {sci(checks['rotary_vs_pairwise_error'])}, shows that "
+        f"`apply_rotary` is the specified rotation. The values are seed 0's and the same in "
+        f"every seed (question 4).")
+
+
+def p2_answer_extrapolation(m: dict, bands: dict) -> str:
+    """Question 6: how the checks connect to the accuracies beyond the training length."""
     metrics, analysis = seed_files("metrics.json"), seed_files("analysis.json")
     n = len(metrics)
-    checks = m["checks"]
     beyond = {s: [mm[s]["beyond"] for mm in metrics.values()] for s in ("sinusoidal", "rotary")}
     corr = [correlation(a["sinusoidal"]["per_position"][64:],
                         a["sinusoidal"]["position_score_margin"]["per_position"][64:])
@@ -254,22 +298,8 @@ def p2_answer_checks(m: dict, bands: dict) -> str:
     buckets = [mm["sinusoidal"]["beyond_buckets"] for mm in metrics.values()]
     bumpy = sum(not (strictly_falls(c) or strictly_falls(c[::-1])) for c in buckets)
     return (
-        f"**Answer.** The four checks (`metrics.json` → `checks`) are the same in "
-        f"{of_n(same_checks(metrics), n)}. shift_rotation_max_error is "
-        f"{sci(checks['shift_rotation_max_error'])} against table entries in [−1, 1], float32 "
-        f"rounding: moving s positions is one fixed rotation R_s of the sinusoidal table at "
-        f"every position tested, beyond 63 included, so the table itself is relative and is "
-        f"defined everywhere. rotary_score_shift_error is "
-        f"{sci(checks['rotary_score_shift_error'])} against a median |q·k| of "
-        f"{fmt(checks['score_magnitude_median'], 2)}, again rounding: the rotary score depends "
-        f"on the two positions only through their difference, since (R_a q)·(R_b k) = "
-        f"qᵀR_{{b−a}}k. sinusoidal_score_shift_error is "
-        f"{fmt(checks['sinusoidal_score_shift_error'], 1)} at most (median "
-        f"{fmt(checks['sinusoidal_score_shift_error_median'], 2)}), as large as the score: in "
-        f"(q + PE_a)·(k + PE_b) only PE_a·PE_b depends on a − b alone, and the cross terms "
-        f"between content and position depend on the absolute positions. "
-        f"rotary_vs_pairwise_error, {sci(checks['rotary_vs_pairwise_error'])}, shows that "
-        f"`apply_rotary` is the specified rotation. The accuracies beyond 64 follow: rotary, "
+        f"**Answer.** Both tables are relative (question 4), but only rotary keeps that in "
+        f"the attention score (question 5), and the accuracies beyond 64 follow: rotary, "
         f"whose score for a query and its target seven positions back is the same at every "
         f"position, keeps {span(beyond['rotary'])} beyond 64, sinusoidal "
         f"{span(beyond['sinusoidal'])} ({seeds_phrase(metrics)}). Sinusoidal's bucket curve "
@@ -281,68 +311,93 @@ def p2_answer_checks(m: dict, bands: dict) -> str:
         f"positive; `analysis.json`).")
 
 
-def p2_answer_maps(m: dict, bands: dict) -> str:
+def maps_facts() -> dict:
+    """What the two attention-map answers count, over the seeds."""
     maps, analysis = seed_files("attention_maps.json"), seed_files("analysis.json")
-    n = len(maps)
     schemes = ("sinusoidal", "rotary")
     windows = list(maps[0]["on_target"]["rotary"])
-    queries = maps[0]["on_target"]["rotary"][windows[0]]["queries"]
-
-    def mean_on(scheme, window):
-        return [a["on_target"][scheme][window]["mean"] for a in maps.values()]
-    sharper = sum(a["on_target"]["rotary"][windows[0]]["mean"]
-                  > a["on_target"]["sinusoidal"][windows[0]]["mean"] for a in maps.values())
     k = maps[0]["k"]
 
     def target_largest(a, scheme, window):
         weights = a[scheme][window]
         return sum(max(range(32), key=lambda j: exact(weights[q][j])) == q - k
                    for q in range(k, 32))
-    largest = {s: [target_largest(a, s, windows[1]) for a in maps.values()] for s in schemes}
-    on = {s: {w: [a[s]["attention"]["on_target"][w] for a in analysis.values()]
-              for w in ("in_range", "beyond")} for s in schemes}
-    unseen = [a["rotary"]["attention"]["on_unseen_distances"]["beyond"]
-              for a in analysis.values()]
-    covers = sum(exact(a["rotary"]["attention"]["on_unseen_distances"]["beyond"])
-                 >= exact(a["rotary"]["attention"]["on_target"]["in_range"])
-                 - exact(a["rotary"]["attention"]["on_target"]["beyond"])
-                 for a in analysis.values())
 
     def on_key0(a, scheme):
         weights = a[scheme][windows[0]]
         return sum(exact(weights[q][0]) == max(map(exact, weights[q][:q + 1]))
                    for q in range(1, k))
-    key0 = {s: ", ".join(str(on_key0(a, s)) for a in maps.values()) for s in schemes}
+    return {
+        "maps": maps, "analysis": analysis, "windows": windows, "k": k,
+        "queries": maps[0]["on_target"]["rotary"][windows[0]]["queries"],
+        "mean_on": {(s, w): [a["on_target"][s][w]["mean"] for a in maps.values()]
+                    for s in schemes for w in windows},
+        "sharper": sum(a["on_target"]["rotary"][windows[0]]["mean"]
+                       > a["on_target"]["sinusoidal"][windows[0]]["mean"]
+                       for a in maps.values()),
+        "largest": {s: [target_largest(a, s, windows[1]) for a in maps.values()]
+                    for s in schemes},
+        "on": {s: {w: [a[s]["attention"]["on_target"][w] for a in analysis.values()]
+                   for w in ("in_range", "beyond")} for s in schemes},
+        "unseen": [a["rotary"]["attention"]["on_unseen_distances"]["beyond"]
+                   for a in analysis.values()],
+        "covers": sum(exact(a["rotary"]["attention"]["on_unseen_distances"]["beyond"])
+                      >= exact(a["rotary"]["attention"]["on_target"]["in_range"])
+                      - exact(a["rotary"]["attention"]["on_target"]["beyond"])
+                      for a in analysis.values()),
+        "key0": {s: ", ".join(str(on_key0(a, s)) for a in maps.values()) for s in schemes}}
+
+
+def p2_answer_maps(m: dict, bands: dict) -> str:
+    """Question 7: the attention maps at positions 0-31."""
+    f = maps_facts()
+    maps, windows, k, queries = f["maps"], f["windows"], f["k"], f["queries"]
+    return (
+        f"**Answer.** On test sequence 0 (`attention_maps.json`, {seeds_phrase(maps)}; "
+        f"{queries} queries per window, those with a key at distance {k}), the mean weight on "
+        f"key i − {k} at {windows[0].replace('-', DASH)} is "
+        f"{span(f['mean_on']['sinusoidal', windows[0]], 3)} for sinusoidal and "
+        f"{span(f['mean_on']['rotary', windows[0]], 3)} for rotary, rotary's the larger in "
+        f"{of_n(f['sharper'], len(maps))}: both draw the diagonal at offset {k}, rotary's "
+        f"sharper. Queries 0–{k - 1} have no key "
+        f"at distance {k}; where they look differs from seed to seed: queries 1–{k - 1} put "
+        f"their largest weight on key 0 at {f['key0']['rotary']} of {k - 1} queries under "
+        f"rotary and {f['key0']['sinusoidal']} under sinusoidal (seeds "
+        f"{seed_list(sorted(maps))} in order).")
+
+
+def p2_answer_maps_beyond(m: dict, bands: dict) -> str:
+    """Question 8: the attention maps at positions 96-127."""
+    f = maps_facts()
+    maps, windows, queries, on = f["maps"], f["windows"], f["queries"], f["on"]
 
     def count(values):
         low, high = min(values), max(values)
         return f"{low}" if low == high else f"{low}{DASH}{high}"
     return (
-        f"**Answer.** On test sequence 0 (`attention_maps.json`, {seeds_phrase(maps)}; "
-        f"{queries} queries per window, those with a key at distance {k}), the mean weight on "
-        f"key i − {k} at {windows[0].replace('-', DASH)} is "
-        f"{span(mean_on('sinusoidal', windows[0]), 3)} for sinusoidal and "
-        f"{span(mean_on('rotary', windows[0]), 3)} for rotary, rotary's the larger in "
-        f"{of_n(sharper, n)}: both draw the diagonal at offset {k}, rotary's sharper. At "
-        f"{windows[1].replace('-', DASH)} it is {span(mean_on('sinusoidal', windows[1]), 3)} "
-        f"for sinusoidal and {span(mean_on('rotary', windows[1]), 3)} for rotary. Rotary's "
+        f"**Answer.** On test sequence 0 ({seeds_phrase(maps)}) the mean weight on the target "
+        f"key at {windows[1].replace('-', DASH)} is "
+        f"{span(f['mean_on']['sinusoidal', windows[1]], 3)} for sinusoidal and "
+        f"{span(f['mean_on']['rotary', windows[1]], 3)} for rotary. Rotary's "
         f"diagonal is the same, fainter (its scores depend only on the offset, so the pattern "
         f"is translated); sinusoidal's has almost dissolved, though the target is still the "
-        f"largest weight inside the window at {count(largest['sinusoidal'])} of {queries} "
-        f"queries (rotary {count(largest['rotary'])}). Over the whole test set "
+        f"largest weight inside the window at {count(f['largest']['sinusoidal'])} of {queries} "
+        f"queries (rotary {count(f['largest']['rotary'])}). Over the whole test set "
         f"(`analysis.json`) rotary's weight on the target falls from "
         f"{span(on['rotary']['in_range'], 3)} in range to {span(on['rotary']['beyond'], 3)} "
         f"beyond, and keys at distances of 64 or more, which no training sequence has, take "
-        f"{span(unseen, 3)} of its attention beyond 64, at least what the target lost in "
-        f"{of_n(covers, n)}; sinusoidal's weight on the target falls from "
+        f"{span(f['unseen'], 3)} of its attention beyond 64, at least what the target lost in "
+        f"{of_n(f['covers'], len(maps))}; sinusoidal's weight on the target falls from "
         f"{span(on['sinusoidal']['in_range'], 3)} to {span(on['sinusoidal']['beyond'], 3)}. "
-        f"This is what the score-shift check leads one to expect: the relative score carries "
-        f"rotary's diagonal past 63 and sinusoidal's does not. Queries 0–{k - 1} have no key "
-        f"at distance {k}; where they look differs from seed to seed: queries 1–{k - 1} put "
-        f"their largest weight on key 0 at {key0['rotary']} of {k - 1} queries under rotary and "
-        f"{key0['sinusoidal']} under sinusoidal (seeds {seed_list(sorted(maps))} in order).")
+        f"This is what the score-shift check (question 5) leads one to expect: the relative "
+        f"score carries rotary's diagonal past 63 and sinusoidal's does not, and it is why "
+        f"rotary extrapolates and sinusoidal only partly (question 6).")
 
 
-TABLES.update({"p2_answer_accuracy": p2_answer_accuracy, "p2_answer_learned": p2_answer_learned,
-               "p2_checks": p2_checks, "p2_answer_checks": p2_answer_checks,
-               "p2_answer_maps": p2_answer_maps})
+TABLES.update({"p2_answer_accuracy": p2_answer_accuracy,
+               "p2_answer_learned_beyond": p2_answer_learned_beyond,
+               "p2_answer_learned": p2_answer_learned,
+               "p2_checks": p2_checks, "p2_answer_shift_rotation": p2_answer_shift_rotation,
+               "p2_answer_score_shift": p2_answer_score_shift,
+               "p2_answer_extrapolation": p2_answer_extrapolation,
+               "p2_answer_maps": p2_answer_maps, "p2_answer_maps_beyond": p2_answer_maps_beyond})

@@ -534,7 +534,7 @@ def p3_summary(m: dict, bands: dict) -> str:
         f"token by its frequency. The 4,000-step model writes a valid molecule in "
         f"{rng(finals)} of its samples at T = 1; validity rises at every checkpoint up to "
         f"step 4,000 in {of_n(rising, n)}. In seed 0's 10,000 samples validity falls with "
-        f"string length and, less steeply, with ring span at a fixed length (answer 8). "
+        f"string length and, less steeply, with ring span at a fixed length (question 10). "
         f"T = 0.7 gives the most novel valid molecules per sample in every seed.")
 
 
@@ -598,7 +598,9 @@ def p3_answer_failing(m: dict, bands: dict) -> str:
         f" in every seed).")
 
 
-def p3_answer_head_grad(m: dict, bands: dict) -> str:
+def head_grad_answers() -> tuple[str, str]:
+    """The answers to questions 3 (what the early head gradient norms separate) and 4 (what
+    they do not), from the same counts."""
     metrics = seed_metrics()
     means = {seed: {e["run"]: head_mean(seed_log(seed, e["run"])) for e in mm["sweep"]}
              for seed, mm in metrics.items()}
@@ -649,14 +651,10 @@ def p3_answer_head_grad(m: dict, bands: dict) -> str:
     failing = [means[seed]["post_lr0.01_w0_s1500"] for seed in means]
     healthy = [v for seed, mm in metrics.items() for e in mm["sweep"] if e["trains"]
                for v in [means[seed][e["run"]]]]
-    return (
-        f"**Answer.** Over the {len(runs)} runs of seeds {seed_list(sorted(metrics))}, the "
-        f"prescribed summaries (mean and maximum of the head gradient norm at steps 50 and "
-        f"100) do not predict the verdict: the best single threshold misclassifies "
-        f"{best_cut(runs)} of {len(runs)} runs on the mean and {best_cut(maxima)} on the "
-        f"maximum, and the two smallest means belong, in {of_n(smallest, n)}, to the two "
-        f"runs at 3e-2 without warmup, which have opposite verdicts (post-LN fails, pre-LN "
-        f"stalls and passes). What they do separate is warmup: with warmup the mean is larger "
+    separate = (
+        f"**Answer.** Over the {len(runs)} runs of seeds {seed_list(sorted(metrics))}, what "
+        f"the prescribed summaries (mean and maximum of the head gradient norm at steps 50 "
+        f"and 100) separate is warmup: with warmup the mean is larger "
         f"than without in {sum(pairs)} of {len(pairs)} pairs of otherwise equal runs "
         f"({sum(pairs0)} of {len(pairs0)} in seed 0): often, not always. Why was not "
         f"measured, and the training loss does not explain it: at steps 50 and 100 the "
@@ -664,10 +662,31 @@ def p3_answer_head_grad(m: dict, bands: dict) -> str:
         f"higher than the other run's in only {higher} of the {compared} comparisons (two "
         f"steps, {len(pairs)} pairs). In the {low_k} pairs where its loss is lower at both "
         f"steps ({low_cells}) its mean is still the larger in {low_larger}; in the {high_k} "
-        f"where its loss is higher at both ({high_cells}), in {high_larger}. Low early means "
-        f"go with the plateaus at 3e-2 (the two smallest, above), not with failure as such: "
-        f"the failing post-LN runs at 1e-2 have means of {rng(failing)}, inside the "
-        f"{rng(healthy)} of the runs that train.")
+        f"where its loss is higher at both ({high_cells}), in {high_larger}. They also pick "
+        f"out the plateaus at 3e-2 without warmup: the two smallest means belong, in "
+        f"{of_n(smallest, n)}, to the two runs at 3e-2 without warmup.")
+    limits = (
+        f"**Answer.** Over the {len(runs)} runs of seeds {seed_list(sorted(metrics))}, the "
+        f"prescribed summaries do not predict the verdict: the best single threshold "
+        f"misclassifies {best_cut(runs)} of {len(runs)} runs on the mean and "
+        f"{best_cut(maxima)} on the maximum. The two runs at 3e-2 without warmup, whose "
+        f"means are the two smallest in {of_n(smallest, n)}, have opposite verdicts (post-LN "
+        f"fails, pre-LN stalls and passes), and the failing post-LN runs at 1e-2 have means "
+        f"of {rng(failing)}, inside the {rng(healthy)} of the runs that train. Low early "
+        f"means go with the plateaus at 3e-2, not with failure as such, so as an early "
+        f"warning of failure these numbers are no use here: no cut on them separates the "
+        f"runs that fail from those that train.")
+    return separate, limits
+
+
+def p3_answer_head_grad(m: dict, bands: dict) -> str:
+    """Question 3: what the early head gradient norms separate."""
+    return head_grad_answers()[0]
+
+
+def p3_answer_head_grad_limits(m: dict, bands: dict) -> str:
+    """Question 4: what they do not separate."""
+    return head_grad_answers()[1]
 
 
 def of_n(k: int, n: int) -> str:
@@ -840,19 +859,26 @@ def widest_below_narrowest(d: dict) -> tuple[int, int]:
     return lower, compared
 
 
-def p3_answer_hard(m: dict, bands: dict) -> str:
+def p3_answer_breakdowns(m: dict, bands: dict) -> str:
+    """Question 9: the failure breakdowns by length and by ring span."""
     mains = main_by_seed()
     n = len(mains)
 
     def falls(main, key):
         valid = [e["valid"] for e in main[key] if e["count"]]
         return valid[-1] < valid[0]
-    marg = (f"In the breakdowns of the final model (1,000 samples per seed) the longest "
-            f"strings are less often valid than the shortest in "
+    return (f"**Answer.** In the breakdowns of the final model (1,000 samples per seed) the "
+            f"longest strings are less often valid than the shortest in "
             f"{of_n(sum(falls(e, 'by_length') for e in mains.values()), n)}, and the widest "
             f"ring spans than the narrowest in "
-            f"{of_n(sum(falls(e, 'by_span') for e in mains.values()), n)}; but long spans "
-            f"occur only in long strings, so these two tables cannot say which matters.")
+            f"{of_n(sum(falls(e, 'by_span') for e in mains.values()), n)}; the tables below "
+            f"give seed 0's three outcome fractions per bin and every seed's valid fraction.")
+
+
+def p3_answer_hard(m: dict, bands: dict) -> str:
+    """Question 10: what the breakdowns say about what the model finds hard."""
+    marg = ("Long ring spans occur only in long strings, so the two breakdowns (question 9) "
+            "cannot say which of the two matters.")
     d = difficulty()
     if d is None:
         return f"**Answer.** {marg} `make difficulty` measures the two apart."
@@ -963,9 +989,11 @@ def p3_answer_temperature(m: dict, bands: dict) -> str:
 TABLES.update({"p3_summary": p3_summary, "p3_answer_sweep": p3_answer_sweep,
                "p3_answer_failing": p3_answer_failing,
                "p3_answer_head_grad": p3_answer_head_grad,
+               "p3_answer_head_grad_limits": p3_answer_head_grad_limits,
                "p3_answer_largest": p3_answer_largest,
                "p3_answer_mechanism": p3_answer_mechanism,
                "p3_answer_validity": p3_answer_validity,
                "p3_answer_well_formed": p3_answer_well_formed,
+               "p3_answer_breakdowns": p3_answer_breakdowns,
                "p3_answer_hard": p3_answer_hard, "p3_difficulty": p3_difficulty,
                "p3_answer_temperature": p3_answer_temperature})
