@@ -114,7 +114,7 @@ def disk_use(folder: Path) -> tuple[int, int]:
 def clone(source: Path, out: Path) -> None:
     """git clone of source at its HEAD into out, bounded in time and size (the module's
     docstring); CloneRefused with the reason, out then removed."""
-    url = str(source) if source.is_file() else source.resolve().as_uri()
+    url = str(source.resolve()) if source.is_file() else source.resolve().as_uri()
     command = [*GIT, *(arg for item in [*GIT_CONFIG, f"safe.directory={source.resolve()}"]
                        for arg in ("-c", item)),
                "clone", "--quiet", "--no-tags", "--single-branch", "--depth", "1", url, str(out)]

@@ -44,6 +44,7 @@ def class_folder(root: Path) -> Path:
     repository(folder / "bob")
     subprocess.run(["git", "clone", "-q", "--bare", str(folder / "bob"),
                     str(folder / "carol.git")], check=True, capture_output=True)
+    git("bundle", "create", str(folder / "erin.bundle"), "HEAD", "--all", cwd=folder / "bob")
     (folder / "dave" / "problem1").mkdir(parents=True)
     (folder / "dave" / "problem1" / "attention.py").write_text(CODE)
     os.symlink("/etc/passwd", folder / "dave" / "problem1" / "linked.py")
@@ -57,8 +58,8 @@ def test_a_class_folder_becomes_submissions_and_every_other_entry_is_named(tmp_p
     code = unpack.main([str(class_folder(tmp_path)), str(out)])
     lines = capsys.readouterr().out.splitlines()
     assert code == 1, lines  # two entries are not submissions
-    assert sorted(p.name for p in out.iterdir()) == ["alice", "bob", "carol", "dave"]
-    for name in ("alice", "bob", "carol", "dave"):
+    assert sorted(p.name for p in out.iterdir()) == ["alice", "bob", "carol", "dave", "erin"]
+    for name in ("alice", "bob", "carol", "dave", "erin"):
         assert (out / name / "problem1" / "attention.py").read_text() == CODE, name
     assert not (tmp_path / "escape.py").exists() and not (out / "escape.py").exists()
     assert not (out / "alice" / "problem1" / "link.py").exists()
@@ -71,7 +72,8 @@ def test_a_class_folder_becomes_submissions_and_every_other_entry_is_named(tmp_p
         "carol.git: cloned")
     assert said["notes.txt"].startswith("notes.txt: skipped, neither a .zip")
     assert said["broken.zip"].startswith("broken.zip: skipped, not a zip that opens")
-    assert lines[-1].startswith("4 of 6 entries are submissions")
+    assert said["erin.bundle"].startswith("erin.bundle: cloned")
+    assert lines[-1].startswith("5 of 7 entries are submissions")
 
 
 def test_bad_input_is_one_line(tmp_path, capsys):
