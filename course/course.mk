@@ -15,7 +15,7 @@
 #   make part-alone         each part filled alone earns all its points (2 minutes)
 #   make blast-radius       each mistake costs points in its own part only (MISTAKES.md)
 #   make grade-container    the grading suite in a container as Gradescope runs one: podman,
-#                           runc, no writable cgroup fs (root; CI's third pass)
+#                           runc, no writable cgroup fs (root; CI runs it beside the next)
 #   make test-course-host   the course's tests but those the container pass runs (CI)
 #   make grade-limits       the grader in a small cgroup against resource attacks (root)
 #   make grade-footprint    the reference graded in that cgroup, with its weights (root)
@@ -224,9 +224,10 @@ grade-limits:
 # the grading suite, which `pytest course` runs as root with namespaces, in the mode that is
 # deployed: a container without a writable cgroup fs (Gradescope's, course/tools/container.py:
 # the isolation tests, correct code's points and the grader's own behaviour there).
-# test-course-host: the course's tests but the container's own (GRADING_POINTS), which CI
-# runs beside `make grade-container` (the container has its own /tmp, network and IPC, and
-# shares the users' lock folder; .ci/run)
+# test-course-host: the course's tests but the container's (GRADING_SUITE), which CI runs
+# beside `make grade-container` (the container has its own /tmp, network and IPC, and shares
+# the users' lock folder; .ci/run). The grader isolates alike natively and in the container
+# (one configuration), so the isolation tests run once, where Gradescope's limits hold.
 GRADING_ISOLATION := $(addprefix course/grading/kit/,test_grade_sealed.py \
   test_sandbox_policy.py test_warden.py test_weights_reader.py)
 GRADING_POINTS := $(addprefix course/grading/kit/,test_honest_idioms.py test_part_alone.py \
@@ -234,7 +235,7 @@ GRADING_POINTS := $(addprefix course/grading/kit/,test_honest_idioms.py test_par
 GRADING_SUITE := $(GRADING_ISOLATION) $(GRADING_POINTS)
 .PHONY: test-course-host
 test-course-host:
-	$(PY) -m pytest course $(GRADING_POINTS:%=--ignore=%)
+	$(PY) -m pytest course $(GRADING_SUITE:%=--ignore=%)
 grade-container:
 	$(PY) -m course.tools.container -- $(PY) -m pytest -q -p no:cacheprovider $(GRADING_SUITE)
 

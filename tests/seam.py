@@ -444,16 +444,19 @@ def serve(channel) -> None:
         send(channel, reply)
 
 
+FRAME = struct.Struct("<Q")  # a message's length, before its bytes
+
+
 def send(channel, message: bytes) -> None:
-    channel.sendall(struct.pack("<Q", len(message)) + message)
+    channel.sendall(FRAME.pack(len(message)) + message)
 
 
 def receive(channel) -> bytes | None:
     """One framed message from channel, None at its end; SeamError if oversized."""
-    head = _read(channel, 8)
+    head = _read(channel, FRAME.size)
     if head is None:
         return None
-    (size,) = struct.unpack("<Q", head)
+    (size,) = FRAME.unpack(head)
     if size > MAX_MESSAGE_BYTES:
         raise SeamError(f"a message of more than {MAX_MESSAGE_BYTES >> 20} MiB")
     body = _read(channel, size)

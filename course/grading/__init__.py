@@ -1,6 +1,7 @@
 """The grading kit (instructors only, like all of course/).
 
-By process (each file's first lines say which runs it):
+By process (each file's first lines say which runs it; course/README.md's process map says
+who each process runs as, what it holds and how they talk):
 
   the grader
     grade.py      the grading run: setup, the stages of grade(), main, the CSV
@@ -9,26 +10,27 @@ By process (each file's first lines say which runs it):
     intake.py     a submission into code: the defensive copy, its files whole, the code kept
     scoring.py    points: test entries, the results recomputed and judged against the bands
     gradescope.py results.json, the autograder zip, the container's limits
-    judges.py     the grader's side of the judges: start, read, restart, stop
-    users.py      the sandbox users, their trees, and the cleanup after them
+    judges.py     the grader's side of the judges: start, read, meter, stop
+    accounts.py   the users judges and sandboxes run as, reserved and given back
   the zygote
-    zygote.py     the fork server of every judge and sandbox (imports neither side)
+    zygote.py     the fork server of every judge and weights reader (imports neither side)
   a judge
     judge.py      the pytest run of the graded tests, each test's seam on a sandbox, as the
                   judge's own user
+    pipe.py       what a judge and the grader agree on (its lines, the CPU stop)
   a judge's warden
-    warden.py     the root process beside a judge: a test's sandbox tree, its cgroup, the
-                  stop between calls and the cleanup, on the judge's request
-  a sweep helper
-    stopper.py    signals every process of a sandbox user at once (kill(-1) as that user),
-                  for a warden's stop without a cgroup freezer and the grader's cleanup
-  a weights reader
-    weights.py    one archive of a submission's weights parsed as a sandbox user, for the
-                  recomputation (data back, nothing unpickled)
+    warden.py     the root process beside a judge: a test's sandbox forked, its tree, the
+                  stop between calls, what it holds and the cleanup, on the judge's request
+    users.py      root's walks over a sandbox's folders, its user's processes stopped and
+                  killed (kill(-1) from a thread with that user's credentials), the cleanup
+                  (and, after a judge that died, the grader's)
   a sandbox
     sandbox.py    limits and isolation, then the seam's server (tests/seam.py)
     landlock.py   its file-system scope (Landlock)
     syscalls.py   its default-deny syscall policy (libseccomp)
+  a weights reader
+    weights.py    one archive of a submission's weights parsed as a sandbox user, for the
+                  recomputation (data back, nothing unpickled)
 
 and beside them:
     recompute.py  the results recomputed from a submission's weights, logs, samples

@@ -8,7 +8,8 @@ of them, part by part; or build the Gradescope autograder.
 Instructors only: the handout leaves course/ out. The points are in course/grading/rubric.py.
 
 The grader first starts the zygote
-(course/grading/zygote.py), a fresh interpreter that forks every judge and sandbox, then
+(course/grading/zygote.py), a fresh interpreter that forks every judge (and, through the
+judges' wardens, every sandbox), then
 reads what it trusts (course/grading/trusted.py: the rubric, the reference code, the public
 and hidden tests, the bands). Each submission then goes through the stages of grade(), plain
 calls with values between them:
@@ -58,6 +59,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from course.grading import rubric as RUBRIC
+from course.grading.accounts import JUDGE_USER, make_tree, release, sandbox_pool, sandbox_user
 from course.grading.grader_data import data_fault
 from course.grading.gradescope import (
     DEADLINE_S,
@@ -78,16 +80,7 @@ from course.grading.intake import (
 from course.grading.judges import WALL_FACTOR, Seat, run_tests
 from course.grading.scoring import CODE_ONLY, grade_results, part_entries
 from course.grading.trusted import Kit, read_kit
-from course.grading.users import (
-    JUDGE_USER,
-    Sandbox,
-    kill_spawned,
-    make_tree,
-    release,
-    sandbox_pool,
-    sandbox_user,
-)
-from course.grading.warden import remove_cgroups
+from course.grading.users import Sandbox, kill_spawned, world_writable_folders
 from course.grading.zygote import Zygote
 from provided.common import DATA_DIR, REPO_ROOT, ArgumentParser, fail, script
 from provided.limits import TEST_CPU_S  # the slowest reference test: 3.8 CPU-seconds idle
@@ -234,7 +227,6 @@ def judge_share(grader: Grader, index: int, nodes: list[str], judge_tree: Path,
                            budget.deadline, TOO_LATE,
                            lambda node, passed, output: report((node, passed, output)), groups,
                            spent)
-        remove_cgroups(work)
         kill_spawned(work, pool)
         for node in nodes:
             if node not in result.outcomes:
@@ -337,8 +329,8 @@ def setup(parts: list[str], jobs: int | None = None, scratch: Path | None = None
     if not sandboxes[0][0].sealed:
         print("note: not running as root, so submissions run as your own user, unsealed; "
               "grade untrusted submissions as root or on Gradescope", flush=True)
+    world_writable_folders()  # found once: every judge's warden cleans up after its users
     folder = Path(tempfile.mkdtemp(prefix="grade_zygote_", dir=scratch))
-    folder.chmod(0o711)  # the judges, as their own users, reach the zygote's socket
     zygote = Zygote(folder)
     print(f"sandbox isolation: {zygote.isolation}", flush=True)
     return Grader(read_kit(parts), sandboxes, zygote, TEST_CPU_S, code_only, judges,

@@ -3,18 +3,19 @@
 Runs only in a judge, a process the zygote (course/grading/zygote.py) forks at the grader's
 request (course/grading/judges.py), so that it shares the zygote's libraries with the
 sandboxes. It first forks its warden (course/grading/warden.py), the root process that does
-every privileged step of its sandboxes, then drops root for a user of its own (hw-judge, no
-capability left). It runs the graded tests, public and hidden, in a tree only that user and
-root can read, which the grader wrote and which holds the tests and the HANDOUT's code:
-every solution region there raises NotImplementedError, so a test that called the code under
-test directly, and not through tests/seam.py, would fail. Every `submission(...)` call of a
-test goes to a sandbox of that test's own (SandboxTransport, course/grading/sandbox.py),
-which holds the submission's code and answers with data only. So the judge never imports a
-module of the submission, never runs its code and never unpickles what it returns; the
-outcome it reports is pytest's, in a process that the submission cannot reach (another user
-when sealed, and not dumpable).
+every privileged step of its sandboxes and forks them, then drops root for a user of its own
+(hw-judge, no capability left). It runs the graded tests, public and hidden, in a tree only
+that user and root can read, which the grader wrote and which holds the tests and the
+HANDOUT's code: every solution region there raises NotImplementedError, so a test that
+called the code under test directly, and not through tests/seam.py, would fail. Every
+`submission(...)` call of a test goes to a sandbox of that test's own (SandboxTransport,
+course/grading/sandbox.py), which holds the submission's code and answers with data only.
+So the judge never imports a module of the submission, never runs its code and never
+unpickles what it returns; the outcome it reports is pytest's, in a process that the
+submission cannot reach (another user when sealed, and not dumpable).
 
-The grader reads one JSON line per test start and end from the judge's pipe.
+The grader reads one JSON line per test start and end from the judge's pipe
+(course/grading/pipe.py).
 """
 
 import ctypes
@@ -26,16 +27,15 @@ import resource
 import shutil
 import signal
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
-from course.grading.paths import HIDDEN_DIR
+from course.grading.paths import HIDDEN_DIR, forget_repository_modules
+from course.grading.pipe import CPU_STOP, NODES, OUTPUT_CHARS, OVER_CPU, boot_ticks
 from course.grading.users import Sandbox
 from course.grading.warden import Warden
 
-OUTPUT_CHARS = 2500
 MESSAGE_CHARS = 600  # the failing assertion's own message, shown first
 MAX_OUTPUT = 4 * OUTPUT_CHARS  # a test's whole output (its setup, call and teardown)
 PR_SET_DUMPABLE, PR_SET_NO_NEW_PRIVS = 4, 38
@@ -43,18 +43,6 @@ JUDGE_MEMORY = 1024 * 2**20  # what a judge may map beyond its size at its start
 # own values and what it builds from the replies it takes (tests/seam.py bounds each reply)
 OOM_SCORE = 500  # the kernel's OOM killer takes a sandbox (1000) first, then a judge, never
 # another process of the grader
-NODES = "nodes.json"  # in a judge's tree: the node ids it runs, in order
-# modules of the repository the grader imported itself: a judge imports its tree's instead
-REPOSITORY_ROOTS = ("problem1", "problem2", "problem3", "provided", "tests", "conftest",
-                    "tiny")
-TICKS = os.sysconf("SC_CLK_TCK")
-CPU_STOP = signal.SIGUSR1  # the grader's word that the running test is over its CPU limit
-OVER_CPU = "stopped by the grader: over the CPU time limit"  # the test's failure then
-
-
-def boot_ticks() -> float:
-    """Now, in the clock ticks since boot in which /proc/<pid>/stat gives a start time."""
-    return time.clock_gettime(time.CLOCK_BOOTTIME) * TICKS
 
 
 class Reporter:
@@ -216,8 +204,7 @@ def run_judge(tree: Path, args: list[str], fd: int, transport, pool: list[Sandbo
         for target in (0, 1):
             os.dup2(null, target)
         os.chdir(tree)
-        for name in [n for n in sys.modules if n.split(".")[0] in REPOSITORY_ROOTS]:
-            del sys.modules[name]
+        forget_repository_modules()  # the grader's own: the tree's instead
         sys.path[:] = [str(tree)] + [p for p in sys.path if p not in ("", ".", repo)]
         sys.argv = ["pytest"]
         nodes = json.loads((tree / NODES).read_text())
@@ -292,14 +279,14 @@ def drop_root(judge: Sandbox) -> None:
     ctypes.CDLL(None).prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
 
 
-def main(request: dict, fd: int, facts: dict) -> None:
+def main(request: dict, fd: int) -> None:
     """The judge, forked from the zygote: the graded tests' pytest run in request's tree,
     each test's seam on a sandbox of its own, the outcomes on fd. Never returns."""
     os.setsid()
     spec = request["sandbox"]
     pool = [Sandbox(uid, gid) for uid, gid in spec["pool"]]
     judge = Sandbox(*spec["judge"]) if spec.get("judge") else Sandbox()
-    warden = Warden(spec, facts["zygote"])
+    warden = Warden(spec)
     budget_memory()
     drop_root(judge)
     transport = functools.partial(SandboxTransport, warden)

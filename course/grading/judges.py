@@ -16,9 +16,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from course.grading.judge import CPU_STOP, NODES, OUTPUT_CHARS, TICKS, boot_ticks
-from course.grading.users import SPAWNED, entries_of, give
-from course.grading.warden import remove_cgroups
+from course.grading.pipe import CPU_STOP, NODES, OUTPUT_CHARS, TICKS, boot_ticks
+from course.grading.users import SPAWNED, entries_of, give, world_writable_folders
 from provided.limits import GROUP_TESTS, OVER_GROUP_CPU, OVER_TEST_CPU, WALL_FACTOR
 
 
@@ -204,6 +203,34 @@ def _one_judge(tree, nodes, seat, repo, result, limits, deadline, too_late,
                on_outcome) -> bool:
     """One judge over nodes; True when it ended by itself with nothing to retry."""
     own = seat.work / f"judge-{time.monotonic_ns()}"  # its hidden files leave it
+    pid, read_fd = _start_judge(tree, own, nodes, seat, repo)
+    meter = Meter(pid, {user.uid for user in seat.pool if user.sealed}, seat.work)
+    watch = Watch(Current(result, limits, on_outcome), meter, nodes, 4 * limits.cpu)
+    try:
+        ended = _follow(pid, read_fd, watch, deadline, too_late)
+    finally:
+        os.close(read_fd)
+        end(pid)  # its warden dies with it, and its sandbox with the warden
+        shutil.rmtree(own, ignore_errors=True)
+    if ended is not None:
+        return ended
+    if watch.test.node is not None:
+        watch.test.finish(False, "the judge stopped during this test (out of memory? a value "
+                          "the code under test returned may be far larger than the test "
+                          "needs)", nodes)
+        return False
+    if watch.collect_error:
+        result.unreached = ("the tests could not be collected:\n"
+                            + watch.collect_error[-OUTPUT_CHARS:])
+    elif not result.unreached:
+        result.unreached = "the judge stopped before this test ran"
+    return True
+
+
+def _start_judge(tree: Path, own: Path, nodes: list[str], seat: Seat,
+                 repo: str) -> tuple[int, int]:
+    """Copy tree to own with the nodes to run, give it to the judge's user and have the
+    zygote fork the judge; (its pid, the read end of its pipe)."""
     shutil.copytree(tree, own)
     (own / NODES).write_text(json.dumps(nodes))
     if seat.judge.sealed:  # the judge's user reads its tree and writes its work folder
@@ -219,76 +246,93 @@ def _one_judge(tree, nodes, seat, repo, result, limits, deadline, too_late,
                         "judge": [seat.judge.uid, seat.judge.gid] if seat.judge.sealed
                         else None,
                         "template": str(seat.template), "work": str(seat.work),
-                        "basetemp": str(seat.basetemp)}}, write_fd)
+                        "basetemp": str(seat.basetemp),
+                        "scratch": world_writable_folders()}}, write_fd)
+    except BaseException:
+        os.close(read_fd)
+        raise
     finally:
         os.close(write_fd)
-    meter = Meter(pid, {user.uid for user in seat.pool if user.sealed}, seat.work)
-    test = Current(result, limits, on_outcome)
-    buffer, collect_error = b"", ""
-    startup = 4 * limits.cpu  # collection included
-    limit = time.monotonic() + startup
-    ended_by_itself = False
-    try:
-        while True:
-            if test.node is not None and test.stopping is None and \
-                    (why := test.over(meter.read())):
-                test.stopping = why  # the judge fails the test and goes on to the next
-                _signal(pid, CPU_STOP)
-                limit = time.monotonic() + STOP_GRACE
-            wait = min(limit, deadline) - time.monotonic()
-            if wait <= 0:
-                past = time.monotonic() >= deadline
-                if past:
-                    result.unreached = too_late
-                if test.node is not None:
-                    test.stopping = too_late if past else test.stopping
-                    test.finish(False, "", nodes)
-                    return past
-                if not past and not result.unreached:
-                    result.unreached = ("not graded: the tests did not start within "
-                                        f"{startup:.0f} s")
-                return True
-            ready, _, _ = select.select([read_fd], [], [], min(wait, POLL_SECONDS))
-            if not ready:
-                continue
-            chunk = os.read(read_fd, 65536)
-            if not chunk:
-                ended_by_itself = True
-                break
-            buffer += chunk
-            *lines, buffer = buffer.split(b"\n")
-            for line in lines:
-                try:
-                    event = json.loads(line)
-                except ValueError:
-                    continue
-                kind = event.get("event")
-                if kind == "collect-error":
-                    collect_error += str(event.get("output", "")) + "\n"
-                elif kind == "start" and event.get("node") in nodes:
-                    meter.begin(event.get("at"))
-                    test.begin(event["node"])
-                    limit = deadline  # the test's own clocks: Current.over
-                elif kind == "end" and event.get("node") == test.node:
-                    test.over(meter.read())
-                    if test.finish(event.get("outcome") == "passed", str(event.get("output")),
-                                   nodes):
-                        return False  # a fresh judge runs what is left, but that group
-                    limit = time.monotonic() + startup  # until the next test starts
-    finally:
-        os.close(read_fd)
-        end(pid)  # its warden dies with it: the sandbox it left is killed here
-        remove_cgroups(seat.work)
-        shutil.rmtree(own, ignore_errors=True)
-    if test.node is not None:
-        test.finish(False, "the judge stopped during this test (out of memory? a value the "
-                    "code under test returned may be far larger than the test needs)", nodes)
+    return pid, read_fd
+
+
+@dataclass
+class Watch:
+    """What the grader follows of a running judge: its current test, that test's meter,
+    the nodes it runs, what it said of a collection error, and until when it may go on
+    without a test running (limit: a fresh judge has startup seconds to start one)."""
+    test: "Current"
+    meter: Meter
+    nodes: list
+    startup: float
+    limit: float = 0.0
+    collect_error: str = ""
+
+    def __post_init__(self):
+        self.limit = time.monotonic() + self.startup
+
+    def check(self, pid: int) -> None:
+        """Stop the running test (CPU_STOP) if it is over a limit; the judge then has
+        STOP_GRACE seconds to fail it."""
+        if self.test.node is not None and self.test.stopping is None and \
+                (why := self.test.over(self.meter.read())):
+            self.test.stopping = why  # the judge fails the test and goes on to the next
+            _signal(pid, CPU_STOP)
+            self.limit = time.monotonic() + STOP_GRACE
+
+    def event(self, event: dict) -> bool:
+        """One line of the judge's; True when the judge must be replaced (its group is
+        over its time)."""
+        kind = event.get("event")
+        if kind == "collect-error":
+            self.collect_error += str(event.get("output", "")) + "\n"
+        elif kind == "start" and event.get("node") in self.nodes:
+            self.meter.begin(event.get("at"))
+            self.test.begin(event["node"])
+            self.limit = float("inf")  # the test's own clocks: Current.over
+        elif kind == "end" and event.get("node") == self.test.node:
+            self.test.over(self.meter.read())
+            if self.test.finish(event.get("outcome") == "passed", str(event.get("output")),
+                                self.nodes):
+                return True  # a fresh judge runs what is left, but that group
+            self.limit = time.monotonic() + self.startup  # until the next test starts
         return False
-    if collect_error:
-        result.unreached = "the tests could not be collected:\n" + collect_error[-OUTPUT_CHARS:]
-    elif not result.unreached:
-        result.unreached = "the judge stopped before this test ran"
-    return ended_by_itself
+
+
+def _follow(pid: int, read_fd: int, watch: Watch, deadline: float,
+            too_late: str) -> bool | None:
+    """Read the judge's lines until it ends (None: see _one_judge), its group is over its
+    time (False), or a limit or the deadline passes (what _one_judge returns then)."""
+    result, buffer = watch.test.result, b""
+    while True:
+        watch.check(pid)
+        wait = min(watch.limit, deadline) - time.monotonic()
+        if wait <= 0:
+            past = time.monotonic() >= deadline
+            if past:
+                result.unreached = too_late
+            if watch.test.node is not None:
+                watch.test.stopping = too_late if past else watch.test.stopping
+                watch.test.finish(False, "", watch.nodes)
+                return past
+            if not past and not result.unreached:
+                result.unreached = ("not graded: the tests did not start within "
+                                    f"{watch.startup:.0f} s")
+            return True
+        ready, _, _ = select.select([read_fd], [], [], min(wait, POLL_SECONDS))
+        if not ready:
+            continue
+        chunk = os.read(read_fd, 65536)
+        if not chunk:
+            return None
+        *lines, buffer = (buffer + chunk).split(b"\n")
+        for line in lines:
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue
+            if watch.event(event):
+                return False
 
 
 @dataclass

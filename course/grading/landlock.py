@@ -15,7 +15,7 @@ Unix socket and signals no process that a process outside its own domain made or
 grader's, a judge's, a warden's, another sandbox's, anything of the machine or container it
 shares a network namespace with), and (ABI 4) it binds and connects no TCP port. Without
 the scoping, the sandbox makes no Unix socket at all (course/grading/sandbox.py,
-unix_sockets_contained) unless it has a network namespace of its own.
+unix_sockets_contained).
 
 Called through ctypes on the three syscalls, whose numbers are the same on every
 architecture Linux gives them (x86_64, aarch64).

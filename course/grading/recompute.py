@@ -66,9 +66,9 @@ from pathlib import Path
 import torch
 from rdkit import Chem
 
+from course.grading.accounts import sandbox_user
 from course.grading.bands import LATE_POINTS, P2_BUCKETS
 from course.grading.grader_data import DATA_SHA1, GraderDataError, check_data  # noqa: F401
-from course.grading.users import sandbox_user
 from course.grading.zygote import Zygote
 from problem1.config import RUNS as P1_RUNS
 from problem1.config import Config as P1Config

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from course.grading import rubric as RUBRIC
+from course.grading.accounts import make_tree
 from course.grading.paths import HIDDEN_DIR
-from course.grading.users import make_tree
 from provided.common import REPO_ROOT
 from provided.given import strip_solutions
 

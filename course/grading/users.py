@@ -1,36 +1,29 @@
-"""The sandbox users, their trees and what they leave behind: who a sandbox runs as, the
-folders it works in, and the cleanup after it.
+"""What a sandbox user holds and leaves behind: who a sandbox runs as, root's walks over the
+folders it wrote, its processes stopped, continued and killed, and the cleanup after it.
 
-Runs in the grader (the users reserved and given back, the trees written, every process of
-a user killed after a judge that died) and in the judges' wardens (course/grading/warden.py:
-a test's tree and folders given to its user and back through file descriptors, its processes
-stopped, continued and killed, its files and System V objects removed after the test).
-World-writable folders are found once, in the zygote (course/grading/zygote.py), which every
-sandbox and warden inherits the list from.
+Runs in the judges' wardens (course/grading/warden.py: a test's tree and folders given to its
+user and back through file descriptors, its processes stopped between calls, its files and
+System V objects removed after the test) and, for a judge that died before its warden could
+clean up, in the grader (kill_spawned). The grader's accounts, the users it reserves, are
+course/grading/accounts.py's. World-writable folders are found once, by the grader, which
+gives the list to each judge's warden.
 """
 
 import ctypes
-import fcntl
 import functools
 import os
-import pwd
+import platform
 import signal
 import stat
-import subprocess
-import sys
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-SANDBOX_USER = "hw-sandbox"
-JUDGE_USER = "hw-judge"  # what a judge runs as once its warden is forked (judge.py)
 SCRATCH_FOLDERS = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock", "/var/lock")
 NOT_SCANNED = ("/proc", "/sys", "/dev")  # no folder a sandbox could leave a file in ...
 DEVICE_SCRATCH = ("/dev/shm", "/dev/mqueue")  # ... but these
 SPAWNED = "sandboxes.txt"  # in a judge's work folder: the pid of every sandbox it started
-POOL = 4  # sandbox users per judge, taken in turn: consecutive tests never share a user
-MAX_USERS = 64  # hw-sandbox, hw-sandbox1, ... on one machine
 
 
 @dataclass(frozen=True)
@@ -43,117 +36,6 @@ class Sandbox:
     @property
     def sealed(self) -> bool:
         return self.uid is not None
-
-
-def sandbox_user(base: str = SANDBOX_USER) -> Sandbox:
-    """A sandbox user of this grader's own when running as root, else an unsealed Sandbox
-    (sandboxes then run as the grader's own user). Graders running side by side each lock
-    a user of their own (hw-sandbox, hw-sandbox1, ...; made with useradd if missing),
-    since a grader kills every process of its user after each test. base names another
-    kind of user (JUDGE_USER: a judge's)."""
-    if os.geteuid() != 0:
-        return Sandbox()
-    locks = lock_folder()
-    try:
-        for name in user_names(base):
-            lock = os.open(f"{name}.lock", os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o600,
-                           dir_fd=locks)
-            try:
-                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                os.close(lock)
-                continue
-            entry = make_user(name)
-            open_python_to_others()
-            return Sandbox(entry.pw_uid, entry.pw_gid, lock)  # the lock lives as long as we do
-    finally:
-        os.close(locks)
-    raise RuntimeError(f"all {MAX_USERS} sandbox users are taken by graders running as root "
-                       "on this machine")
-
-
-def user_names(base: str) -> list[str]:
-    """The names of the users of one kind, in the order graders take them."""
-    return [base + (str(slot) if slot else "") for slot in range(MAX_USERS)]
-
-
-def make_user(name: str) -> pwd.struct_passwd:
-    """The system user name, made with useradd if missing."""
-    try:
-        return pwd.getpwnam(name)
-    except KeyError:
-        subprocess.run(["useradd", "--system", "--no-create-home", "--shell",
-                        "/usr/sbin/nologin", name], check=True, capture_output=True)
-        return pwd.getpwnam(name)
-
-
-LOCKS = "hw-grading"  # the folder of the users' lock files, in /run/lock (or /var/lock)
-
-
-def lock_path() -> Path:
-    base = Path("/run/lock") if Path("/run/lock").is_dir() else Path("/var/lock")
-    return base / LOCKS
-
-
-def lock_folder() -> int:
-    """The folder where graders lock the users they take (a file each), opened: root's
-    own, which a container shares with the machine it runs on (course/tools/container.py),
-    so that no two graders on one machine ever take the same user."""
-    path = lock_path()
-    try:
-        path.mkdir(mode=0o700)
-    except FileExistsError:
-        pass
-    folder = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    info = os.fstat(folder)
-    if info.st_uid != 0 or info.st_mode & 0o022:
-        os.close(folder)
-        raise RuntimeError(f"{path} is not root's own folder: remove it, then grade again")
-    return folder
-
-
-def release(users: list[Sandbox]) -> None:
-    """Give back users this grader reserved (their locks), for another grader to take."""
-    for user in users:
-        if user.lock is not None:
-            try:
-                os.close(user.lock)
-            except OSError:
-                pass
-
-
-def sandbox_pool(size: int = POOL) -> list[Sandbox]:
-    """size sandbox users of this grader's own, for one judge: its tests' sandboxes take
-    them in turn, so that no sandbox can signal, trace or read what the test before it left
-    (each user also has a process limit of its own, RLIMIT_NPROC: a fork bomb that outlives
-    its test costs nothing to the next)."""
-    return [sandbox_user() for _ in range(size)]
-
-
-def open_python_to_others() -> None:
-    """Let other users traverse (x, not list) the folders above this Python's files, as
-    the sandbox user must import them: e.g. a pyenv Python under root's 0700 home."""
-    for prefix in {sys.base_prefix, sys.prefix}:
-        for folder in reversed(Path(prefix).resolve().parents):
-            mode = folder.stat().st_mode
-            if not mode & 0o001:
-                print(f"note: letting other users traverse {folder} (chmod o+x), so that "
-                      f"the sandbox user {SANDBOX_USER} can run Python from {prefix}",
-                      file=sys.stderr)
-                folder.chmod((mode & 0o7777) | 0o001)
-
-
-def make_tree(out: Path, files: dict[str, bytes], owner: Sandbox | None = None) -> None:
-    """Write files (relative path -> bytes) under out; owned by the sandbox user (the only
-    user besides root that can enter it) when owner is sealed."""
-    for name, data in files.items():
-        path = out / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(data)
-    (out / "tmp").mkdir(exist_ok=True)
-    out.chmod(0o700)
-    if owner is not None and owner.sealed:
-        give(out, owner, {os.geteuid()})
 
 
 # ------------------------------------------------------ root's walks, through descriptors
@@ -417,7 +299,7 @@ def kill_spawned(work: Path, pool: list[Sandbox]) -> None:
     for sandbox in pool:
         if sandbox.sealed:
             signal_user(sandbox.uid, signal.SIGKILL)
-            remove_user_files(sandbox.uid)
+            remove_user_files(sandbox.uid, world_writable_folders())
 
 
 def processes_of(uid: int) -> dict[int, bool]:
@@ -489,44 +371,67 @@ def _send_each(uid: int, number: int) -> None:
         _send(pid, number)
 
 
-STOPPER = Path(__file__).with_name("stopper.py")
-_stopper = None  # the sweep helper this process started (course/grading/stopper.py) ...
-_stopper_lock = threading.Lock()  # ... which one thread at a time talks to (judges' threads)
+# setresuid's system call number (Linux's generic table on arm64)
+SYS_SETRESUID = {"x86_64": 117, "aarch64": 147, "arm64": 147}.get(platform.machine())
+
+
+def run_as(uid: int, action) -> None:
+    """Run action() with uid's credentials alone (no root, no capability) in a thread of
+    this process that ends with it: Linux keeps credentials per thread, and the system call
+    is made directly because the C library's setresuid changes every thread's. The process
+    itself stays root, so no process of uid may signal it (a signal to the thread alone is
+    possible while it runs: a sandbox whose kernel scopes its signals, Landlock ABI 6, has
+    none of that either). Where the system call's number is not known, a forked child does
+    it instead."""
+    if SYS_SETRESUID is None:
+        _run_in_child(uid, action)
+        return
+    failed = []
+
+    def body() -> None:
+        try:
+            if _libc.syscall(SYS_SETRESUID, *[ctypes.c_long(uid)] * 3) != 0:
+                raise OSError(ctypes.get_errno(), "setresuid")
+            action()
+        except BaseException as error:  # passed on to the caller
+            failed.append(error)
+
+    thread = threading.Thread(target=body, name=f"as-{uid}")
+    thread.start()
+    thread.join()
+    if failed:
+        raise failed[0]
+
+
+def _run_in_child(uid: int, action) -> None:
+    child = os.fork()
+    if child == 0:
+        try:
+            os.setgroups([])
+            os.setresuid(uid, uid, uid)
+            action()
+        finally:
+            os._exit(0)
+    os.waitpid(child, 0)
 
 
 def sweep(uid: int, number: int) -> None:
-    """Send every process of uid the signal at once: a child of the sweep helper becomes
-    uid (no capability left) and calls kill(-1), which the kernel delivers to each process
-    that user may signal while no process can be forked, and passes on to the child of any
-    process in the middle of a fork. A pass over /proc that signals pid by pid misses a
-    child not listed yet: measured, a process whose four threads fork in a loop kept
-    writing after one such pass in 3 of 3 runs, after one sweep in 0 of 15."""
-    global _stopper
+    """Send every process of uid the signal at once: kill(-1) as uid (run_as), which the
+    kernel delivers to each process that user may signal while no process can be forked,
+    and passes on to the child of any process in the middle of a fork. A pass over /proc
+    that signals pid by pid misses a child not listed yet: measured, a process whose four
+    threads fork in a loop kept writing after one such pass in 3 of 3 runs, after one sweep
+    in 0 of 15."""
     if uid in (0, os.geteuid()):
         raise ValueError(f"no sweep of uid {uid}: it would signal the grader's own processes")
-    with _stopper_lock:
-        for _ in range(2):  # a helper that died is started again, once
-            if _stopper is None or _stopper.poll() is not None:
-                _stopper = subprocess.Popen([sys.executable, "-I", "-S", str(STOPPER)],
-                                            stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-            try:
-                _stopper.stdin.write(f"{uid} {_group_of(uid)} {number}\n".encode())
-                _stopper.stdin.flush()
-                if _stopper.stdout.readline():
-                    return
-            except OSError:
-                pass
-            _stopper.kill()
-            _stopper.wait()
-    _send_each(uid, number)  # no helper would run: pid by pid, as a last resort
 
+    def kill_all() -> None:
+        try:
+            os.kill(-1, number)
+        except ProcessLookupError:  # no process of uid left
+            pass
 
-@functools.cache
-def _group_of(uid: int) -> int:
-    try:
-        return pwd.getpwuid(uid).pw_gid
-    except KeyError:
-        return uid
+    run_as(uid, kill_all)
 
 
 STOP_SECONDS = 2.0  # how long stopping a user's processes may take
@@ -566,11 +471,12 @@ def signal_user(uid: int, number: int) -> None:
         time.sleep(0.001)
 
 
-def remove_user_files(uid: int) -> None:
-    """Delete what the sandbox user left in any world-writable folder of the machine (POSIX
-    shared memory and semaphores in /dev/shm included), and its System V IPC objects, so
-    that nothing of one test reaches a later one."""
-    for folder in world_writable_folders():
+def remove_user_files(uid: int, scratch: tuple[str, ...]) -> None:
+    """Delete what the sandbox user left in any world-writable folder of the machine
+    (scratch: world_writable_folders(); POSIX shared memory and semaphores in /dev/shm
+    included), and its System V IPC objects, so that nothing of one test reaches a later
+    one."""
+    for folder in scratch:
         try:
             top = open_folder(folder)
         except OSError:
@@ -589,20 +495,10 @@ def remove_user_files(uid: int) -> None:
 
 def remove_user_ipc(uid: int) -> None:
     """Remove the System V shared memory, semaphores and message queues uid owns, as uid
-    itself in a forked child: root without CAP_SYS_ADMIN (Gradescope's container) may not
-    remove another user's objects, their owner may (a child forked only when there are
-    some)."""
-    if not _own_ipc(uid):
-        return
-    pid = os.fork()
-    if pid == 0:
-        try:
-            os.setgroups([])
-            os.setuid(uid)
-            _remove_own_ipc(uid)
-        finally:
-            os._exit(0)
-    os.waitpid(pid, 0)
+    (run_as): root without CAP_SYS_ADMIN (Gradescope's container) may not remove another
+    user's objects, their owner may."""
+    if _own_ipc(uid):
+        run_as(uid, lambda: _remove_own_ipc(uid))
 
 
 # /proc/sysvipc's files, each with its id column and the column of the bytes it holds

@@ -1,31 +1,31 @@
 """The warden: the one root process beside a judge, which does for it what needs privilege.
 
 Runs in a judge's warden, a child the judge (course/grading/judge.py) forks before it drops
-root for a user of its own (hw-judge, course/grading/users.py): from then on the judge's
-pytest run, which decodes what the sandboxes send, holds no privilege, and every privileged
-step of a test's sandbox goes through this process, over a socket pair, as one of three
+root for a user of its own (hw-judge, course/grading/accounts.py) and before it reads a
+test: from then on the judge's pytest run, which decodes what the sandboxes send, holds no
+privilege, and every privileged step of a test's sandbox is this process's, on one of three
 requests whose arguments it checks itself:
 
     tree    copy the submission's tree for a test's sandbox, give it to the sandbox user (a
-            slot of the judge's pool, never a uid the judge names), make the sandbox's
-            cgroup where the machine has cgroup v2, and have the zygote fork the sandbox;
-            the warden keeps the sandbox's channel
+            slot of the judge's pool, never a uid the judge names) and fork the sandbox
+            (course/grading/sandbox.py: a child of this process, which holds nothing secret:
+            it was forked before the judge read a test); the warden keeps its channel
     call    one seam call: give the test's folders (in the judge's basetemp) to the sandbox
-            user, let the sandbox run (thaw its cgroup; elsewhere SIGCONT), pass it the
-            judge's message and wait for its reply while measuring its disk use (DISK_BYTES,
-            DISK_FILES: over them it is killed), then stop it (freeze its cgroup and wait
-            until it is frozen; elsewhere SIGSTOP to every process of its user at once,
+            user, let the sandbox run (SIGCONT), pass it the judge's message and wait for
+            its reply while measuring what it holds (DISK_BYTES, DISK_FILES: over them it
+            is killed), then stop it (SIGSTOP to every process of its user at once,
             users.sweep, until two passes over /proc find no thread running and the same
-            processes), remove every link, FIFO, socket,
-            device and hard-linked file it left in the lent folders, give them back to the
-            judge's user, and return the reply's bytes undecoded
-    close   kill everything of the sandbox (its cgroup, its session, its user), remove what
-            its user left anywhere, its System V objects (by owner or creator), then its tree
-            and cgroup
+            processes), remove every link, FIFO, socket, device and hard-linked file it
+            left in the lent folders, give them back to the judge's user, and return the
+            reply's bytes undecoded
+    close   kill every process of the sandbox (its session, its user), remove what its user
+            left anywhere, its System V objects (by owner or creator), then its tree
 
-Every walk over a folder a sandbox could write goes through file descriptors, never a path
-a link or a rename could redirect (users.walk_fd). The warden ends when the judge closes its
-end, and dies with the judge.
+The judge and the warden speak the seam's framing (tests/seam.py): a request or reply is a
+frame holding a JSON header, then, if the header says so, a frame holding the bytes it
+carries. Every walk over a folder a sandbox could write goes through file descriptors, never
+a path a link or a rename could redirect (users.walk_fd). The warden ends when the judge
+closes its end, and dies with the judge.
 """
 
 import contextlib
@@ -38,10 +38,10 @@ import shutil
 import signal
 import socket
 import stat
-import struct
 import time
 from pathlib import Path
 
+from course.grading import sandbox
 from course.grading.users import (
     SPAWNED,
     Sandbox,
@@ -57,7 +57,6 @@ from course.grading.users import (
     stop_user,
     walk_fd,
 )
-from course.grading.zygote import Zygote
 from provided.limits import MAX_FILE_BYTES  # a sandbox's RLIMIT_FSIZE
 
 PR_SET_PDEATHSIG = 1
@@ -65,99 +64,6 @@ PR_SET_PDEATHSIG = 1
 # or idle time (course/grading/judge.py, CPU_STOP), and pytest-timeout's for a test that
 # sets its own timeout (the judges run with none)
 TEST_STOPS = {signal.SIGALRM, signal.SIGUSR1}
-CGROUPS = "cgroups.txt"  # in a judge's work folder: every sandbox cgroup its warden made
-FREEZE_SECONDS = 2.0  # how long a freeze may take before the signals stop it too
-
-
-# ---------------------------------------------------------------------------- cgroups
-def cgroup_root() -> Path | None:
-    """A cgroup v2 folder where this process may make child cgroups: its own cgroup in the
-    machine's cgroup2 mount, if writable (root without CAP_SYS_ADMIN in a container usually
-    sees it read-only), else None."""
-    try:
-        mounts = Path("/proc/self/mountinfo").read_text().splitlines()
-        own = next(line.split("::", 1)[1] for line in
-                   Path("/proc/self/cgroup").read_text().splitlines() if line.startswith("0::"))
-    except (OSError, StopIteration):
-        return None
-    for line in mounts:
-        fields = line.split()
-        if " - cgroup2 " in line and "rw" in fields[5].split(","):
-            folder = Path(fields[4]) / own.strip().lstrip("/")
-            probe = folder / f"hw-probe-{os.getpid()}"
-            try:
-                probe.mkdir()
-                ok = (probe / "cgroup.freeze").exists()
-                probe.rmdir()
-            except OSError:
-                continue
-            if ok:
-                return folder
-    return None
-
-
-def frozen(cgroup: Path) -> bool:
-    try:
-        return "frozen 1" in (cgroup / "cgroup.events").read_text()
-    except OSError:
-        return True  # gone: nothing left to run
-
-
-def freeze(cgroup: Path, value: int) -> bool:
-    """Freeze (1) or thaw (0) a cgroup; on freezing, wait until every process in it is
-    frozen. Whether it worked in time."""
-    try:
-        (cgroup / "cgroup.freeze").write_text(str(value))
-    except OSError:
-        return False
-    if value == 0:
-        return True
-    until = time.monotonic() + FREEZE_SECONDS
-    while not frozen(cgroup):
-        if time.monotonic() > until:
-            return False
-        time.sleep(0.0005)
-    return True
-
-
-def kill_cgroup(cgroup: Path) -> None:
-    """Kill every process in the cgroup (cgroup.kill: none escapes by forking), wait until
-    it is empty and remove it."""
-    try:
-        (cgroup / "cgroup.kill").write_text("1")
-    except OSError:
-        for pid in _members(cgroup):
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
-    until = time.monotonic() + 5
-    while time.monotonic() < until:
-        try:
-            cgroup.rmdir()
-            return
-        except FileNotFoundError:
-            return
-        except OSError:
-            time.sleep(0.002)
-
-
-def _members(cgroup: Path) -> list[int]:
-    try:
-        return [int(p) for p in (cgroup / "cgroup.procs").read_text().split()]
-    except (OSError, ValueError):
-        return []
-
-
-def remove_cgroups(work: Path) -> None:
-    """Kill and remove every sandbox cgroup a judge's warden made in work (what a warden
-    that died could not close)."""
-    try:
-        folders = (work / CGROUPS).read_text().split()
-    except OSError:
-        return
-    for folder in folders:
-        kill_cgroup(Path(folder))
 
 
 # ----------------------------------------------------------------------- disk budget
@@ -296,17 +202,18 @@ def sandbox_env(tree: str) -> dict:
 
 
 class Warden:
-    """The judge's handle on its warden: one request and its reply per call, each a JSON
-    header and the bytes it carries (framed: write_message, read_message)."""
+    """The judge's handle on its warden: one request and its reply per call (write_message,
+    read_message)."""
 
-    def __init__(self, seat: dict, zygote: str):
+    def __init__(self, seat: dict):
         ours, theirs = socket.socketpair()
         self.pid = os.fork()
         if self.pid == 0:
             ours.close()
             try:
                 ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-                serve(theirs, Seat.from_request(seat, zygote))
+                signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # its sandboxes are reaped
+                serve(theirs, Seat.from_request(seat))
             finally:
                 os._exit(0)
         theirs.close()
@@ -342,64 +249,55 @@ def _deferred(signals: set):
         signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
 
 
-FRAME = struct.Struct("<QQ")  # the header's length, the payload's length + 1 (0: none)
-
-
 def write_message(channel: socket.socket, header: dict, payload: bytes | None) -> None:
-    head = json.dumps(header).encode()
-    size = 0 if payload is None else len(payload) + 1
-    channel.sendall(FRAME.pack(len(head), size) + head + (payload or b""))
+    """A request or a reply: header as one seam frame, then payload, if any, as another."""
+    from tests import seam  # the process's own (a judge imports its tree's)
+
+    seam.send(channel, json.dumps({**header, "carries": payload is not None}).encode())
+    if payload is not None:
+        seam.send(channel, payload)
 
 
 def read_message(channel: socket.socket) -> tuple[dict, bytes | None]:
     """(header, payload or None) of the next message; RuntimeError if the other side
     ended."""
-    frame = _read_exactly(channel, FRAME.size)
-    if frame is None:
-        raise RuntimeError("the judge's warden ended")
-    head_size, size = FRAME.unpack(frame)
-    head = _read_exactly(channel, head_size)
-    payload = _read_exactly(channel, size - 1) if size else None
-    if head is None or (size and payload is None):
-        raise RuntimeError("the judge's warden ended")
-    return json.loads(head), payload
+    from tests import seam
 
-
-def _read_exactly(channel: socket.socket, size: int) -> bytes | None:
-    chunks, left = [], size
-    while left:
-        chunk = channel.recv(min(left, 1 << 20))
-        if not chunk:
-            return None
-        chunks.append(chunk)
-        left -= len(chunk)
-    return b"".join(chunks)
+    head = seam.receive(channel)
+    if head is None:
+        raise RuntimeError("the judge's warden ended")
+    header, payload = json.loads(head), None
+    if header.pop("carries", False):
+        payload = seam.receive(channel)
+        if payload is None:
+            raise RuntimeError("the judge's warden ended")
+    return header, payload
 
 
 class Seat:
     """What the warden serves, fixed by the grader before the judge dropped root: the pool
     of sandbox users, the judge's user, the submission's template tree, the judge's work
-    folder and pytest's basetemp, and the zygote that forks sandboxes."""
+    folder and pytest's basetemp, and the machine's world-writable folders (scratch, which
+    the grader found: users.world_writable_folders)."""
 
-    def __init__(self, pool, judge, template, work, basetemp, zygote):
+    def __init__(self, pool, judge, template, work, basetemp, scratch):
         self.pool, self.judge, self.template = pool, judge, template
-        self.work, self.basetemp, self.zygote = work, basetemp, zygote
-        self.cgroups = cgroup_root()
+        self.work, self.basetemp, self.scratch = work, basetemp, tuple(scratch)
         self.sandboxes: dict[str, Running] = {}
 
     @classmethod
-    def from_request(cls, seat: dict, zygote: str) -> "Seat":
+    def from_request(cls, seat: dict) -> "Seat":
         return cls([Sandbox(uid, gid) for uid, gid in seat["pool"]],
                    Sandbox(*seat["judge"]) if seat.get("judge") else Sandbox(),
-                   Path(seat["template"]), Path(seat["work"]), Path(seat["basetemp"]), zygote)
+                   Path(seat["template"]), Path(seat["work"]), Path(seat["basetemp"]),
+                   seat["scratch"])
 
 
 @dataclasses.dataclass
 class Running:
-    """A sandbox the warden started: its pool user, pid, cgroup and channel."""
+    """A sandbox the warden started: its pool user, pid and channel."""
     user: Sandbox
     pid: int
-    cgroup: Path | None
     channel: socket.socket
     ended: str | None = None  # why the warden ended it (over its disk budget)
     unmeasured: float = 0.0  # seconds it ran since its disk use was last measured
@@ -438,29 +336,24 @@ def handle(request: dict, payload: bytes | None, seat: Seat,
 
 
 def start(seat: Seat, slot: int) -> str:
-    """Copy the template into a new tree, give it to the slot's user, make the sandbox's
-    cgroup, and have the zygote fork the sandbox (stopped until its first call)."""
+    """Copy the template into a new tree, give it to the slot's user and fork the sandbox
+    (course/grading/sandbox.py, stopped until its first call)."""
     user = seat.pool[slot]
     tree = seat.work / f"sandbox-{os.getpid()}-{time.monotonic_ns()}"
     shutil.copytree(seat.template, tree, symlinks=True)
     if user.sealed:
         give(tree, user, {os.geteuid()})
-    cgroup = None
-    if seat.cgroups is not None:
-        cgroup = seat.cgroups / f"hw-sandbox-{os.getpid()}-{time.monotonic_ns()}"
-        cgroup.mkdir()
-        with open(seat.work / CGROUPS, "a") as made:
-            made.write(f"{cgroup}\n")
     ours, theirs = socket.socketpair()
     request = {"tree": str(tree), "shared": [str(seat.basetemp)], "env": sandbox_env(str(tree)),
-               "uid": user.uid, "gid": user.gid, "cgroup": str(cgroup) if cgroup else None}
-    try:
-        pid = Zygote.at(seat.zygote).fork("sandbox", request, theirs.fileno())
-    finally:
-        theirs.close()
+               "uid": user.uid, "gid": user.gid}
+    pid = os.fork()
+    if pid == 0:
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        sandbox.main(request, theirs.fileno())  # never returns
+    theirs.close()
     with open(seat.work / SPAWNED, "a") as spawned:  # for the grader, should the judge die
         spawned.write(f"{pid}\n")
-    seat.sandboxes[str(tree)] = Running(user, pid, cgroup, ours)
+    seat.sandboxes[str(tree)] = Running(user, pid, ours)
     return str(tree)
 
 
@@ -528,18 +421,18 @@ def exchange(running: Running, message: bytes, folders: list[int],
     sent more than a seam message may hold, went over its disk budget, or the judge sent
     another request meanwhile (its test's time ran out). Bytes the sandbox sent unasked
     (before the message, or after its reply) are dropped."""
-    from tests.seam import MAX_MESSAGE_BYTES  # the repository's (the warden's import path)
+    from tests import seam  # the repository's (the warden's import path)
 
     channel = running.channel
     try:
         _drain(channel)
         channel.settimeout(60)
-        channel.sendall(struct.pack("<Q", len(message)) + message)
+        seam.send(channel, message)
         channel.setblocking(False)
     except OSError:
         return None
-    received, size = bytearray(), None
-    while size is None or len(received) < 8 + size:
+    received, size, head = bytearray(), None, seam.FRAME.size
+    while size is None or len(received) < head + size:
         ready, _, _ = select.select([channel, judge], [], [], POLL_SECONDS)
         if judge in ready:  # the judge gave up on this call: its test's time ran out
             running.ended = "this test ran over its time limit during this call"
@@ -559,11 +452,11 @@ def exchange(running: Running, message: bytes, folders: list[int],
         if not chunk:
             return None
         received += chunk
-        if size is None and len(received) >= 8:
-            (size,) = struct.unpack("<Q", received[:8])
-            if size > MAX_MESSAGE_BYTES:
+        if size is None and len(received) >= head:
+            (size,) = seam.FRAME.unpack(received[:head])
+            if size > seam.MAX_MESSAGE_BYTES:
                 return None
-    return bytes(received[8:8 + size])
+    return bytes(received[head:head + size])
 
 
 def _drain(channel: socket.socket) -> None:
@@ -577,17 +470,13 @@ def _drain(channel: socket.socket) -> None:
 
 
 def go(running: Running) -> None:
-    """Let the sandbox run: thaw its cgroup, else SIGCONT."""
-    if not (running.cgroup and freeze(running.cgroup, 0)):
-        _signal(running, signal.SIGCONT)
+    """Let the sandbox run: SIGCONT to its session and its user's processes."""
+    _signal(running, signal.SIGCONT)
 
 
 def stop(running: Running) -> None:
-    """Stop the sandbox: freeze its cgroup and wait until it is frozen, else stop every
-    process of its user until none runs (users.stop_user); what cannot be stopped in time
-    is killed."""
-    if running.cgroup and freeze(running.cgroup, 1):
-        return
+    """Stop the sandbox: stop every process of its user until none runs (users.stop_user);
+    what cannot be stopped in time is killed."""
     _signal(running, signal.SIGSTOP)
     if running.user.sealed and not stop_user(running.user.uid):
         running.ended = "the code under test could not be stopped between calls: it was killed"
@@ -595,19 +484,17 @@ def stop(running: Running) -> None:
 
 
 def end(running: Running) -> None:
-    """Kill everything of the sandbox: its cgroup, its session, its user's processes."""
-    if running.cgroup:
-        kill_cgroup(running.cgroup)
+    """Kill every process of the sandbox: its session, its user's."""
     _signal(running, signal.SIGKILL)
 
 
 def close(seat: Seat, tree: str, running: Running) -> None:
     """Kill the sandbox, remove what its user left anywhere and its System V objects, then
-    its tree and its cgroup."""
+    its tree."""
     running.channel.close()
     end(running)
     if running.user.sealed:
-        remove_user_files(running.user.uid)
+        remove_user_files(running.user.uid, seat.scratch)
     remove_tree(Path(tree))
     del seat.sandboxes[tree]
 

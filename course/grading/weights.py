@@ -58,7 +58,7 @@ def _no_objects(value):
     raise seam.SeamError(f"a {type(value).__name__}")
 
 
-def main(request: dict, fd: int, facts: dict) -> None:
+def main(request: dict, fd: int) -> None:
     """The forked reader: drop to its user, restrict itself, read one archive from fd,
     answer, end. Never returns."""
     try:

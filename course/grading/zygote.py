@@ -1,23 +1,26 @@
-"""The zygote: a fork server that shares its imported libraries with every judge and sandbox.
+"""The zygote: a fork server that shares its imported libraries with every judge, and through
+them with every sandbox.
 
 Runs as its own process, a fresh Python interpreter that the grader (course/grading/grade.py)
 starts before it reads anything secret, so that nothing forked from it holds a hidden test,
 a reference solution, a band or the rubric in its memory. It imports torch, numpy and the
-other libraries once, then imports each entry of ENTRIES by name and runs its `prepare()`
-(what the kernel allows here, found once), and from then on only forks: one child per
-request on its Unix socket, which runs the named entry's `main(request, fd, facts)`. This
-module names its entries and imports neither side's code itself.
+other libraries once, then imports each entry of ENTRIES by name and finds once what the
+kernel allows a sandbox here (course/grading/sandbox.py's prepare), and from then on only
+forks: one child per request on its Unix socket, which runs the named entry's
+`main(request, fd)`. A judge forks its warden, and the warden each test's sandbox
+(course/grading/warden.py), so every sandbox shares these pages too. The socket is root's
+alone (or, not as root, the grader's own user's), and it forks nothing for a process under
+a syscall policy (allowed): only the grader, and the recomputation it starts, ask it for
+anything.
 
-`Zygote` is the handle on it: the grader's (which starts it) and a judge's (which asks it
-for sandboxes, Zygote.at).
+`Zygote` is the grader's handle on it: it starts the zygote and asks it for children
+(Zygote.at: the same, for a process of the grader's that did not start it).
 """
 
-import collections
 import ctypes
 import importlib
 import json
 import os
-import pwd
 import signal
 import socket
 import struct
@@ -25,13 +28,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from course.grading.users import JUDGE_USER, SANDBOX_USER
+from course.grading.paths import REPO_ROOT
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-# what a child of the zygote may be: its module, which has main(request, fd, facts) and
-# may have prepare() -> facts
-ENTRIES = {"judge": "course.grading.judge", "sandbox": "course.grading.sandbox",
-           "weights": "course.grading.weights"}
+# what a child of the zygote may be: its module, which has main(request, fd)
+ENTRIES = {"judge": "course.grading.judge", "weights": "course.grading.weights"}
 # imported once by the zygote, for every sandbox to share: what the code under test uses
 # (torch._dynamo is what an optimizer's first step imports: 1.5 CPU-seconds, 70 MB); a
 # sandbox that draws a figure imports matplotlib itself
@@ -55,30 +55,27 @@ def zygote_main(path: str) -> None:
 
     torch.set_num_threads(1)
     entries = {kind: importlib.import_module(module) for kind, module in ENTRIES.items()}
-    facts = {"zygote": path}
-    for entry in entries.values():
-        if hasattr(entry, "prepare"):
-            facts.update(entry.prepare())
+    isolation = importlib.import_module("course.grading.sandbox").prepare()
     import gc
 
     gc.collect()
     gc.freeze()  # the collector leaves the libraries' objects alone: fewer copied pages
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped by the kernel
-    # ... and so are orphans: a sandbox whose waiter outside its pid namespace was killed
-    # first, or a process a sandbox left, is reparented here, not to the machine's init
+    # ... and so are orphans: a process a sandbox left, once the sandbox is gone, is
+    # reparented here, not to the machine's init
     ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(path)
-    os.chmod(path, 0o666)  # judges connect as their own users (allowed() says to what)
+    os.chmod(path, 0o600)
     listener.listen(64)
-    print(json.dumps({"ready": True, "isolation": facts.get("isolation", "")}), flush=True)
+    print(json.dumps({"ready": True, "isolation": isolation}), flush=True)
     while True:
         connection, _ = listener.accept()
         with connection:
             try:
                 data, fds, _, _ = socket.recv_fds(connection, 65536, 1)
                 request = json.loads(data)
-                if not allowed(connection, request):
+                if not allowed(connection):
                     continue
                 entry = entries[request.pop("entry")]
             except (OSError, ValueError, KeyError, TypeError, AttributeError):
@@ -91,7 +88,7 @@ def zygote_main(path: str) -> None:
                 listener.close()
                 connection.close()
                 try:
-                    entry.main(request, fds[0], facts)
+                    entry.main(request, fds[0])
                 finally:
                     os._exit(0)
             os.close(fds[0])
@@ -101,25 +98,14 @@ def zygote_main(path: str) -> None:
                 pass
 
 
-def allowed(connection: socket.socket, request: dict) -> bool:
-    """Whether the peer may ask for this child: nothing under a syscall policy the zygote
-    lacks (a sandbox, a weights reader, or anything they started: a filter is inherited and
-    never removed) anything; else root or the zygote's own user (the grader, a judge before
-    it drops root, or anything of a grader not run as root, unsealed) anything; a judge's
-    own user (hw-judge...) only a sandbox that runs as a sandbox user (hw-sandbox...), never
-    one that stays root; nobody else anything."""
+def allowed(connection: socket.socket) -> bool:
+    """Whether the peer may ask for a child: root or the zygote's own user (the grader, or
+    anything of a grader not run as root, unsealed), and nothing under a syscall policy the
+    zygote lacks (a sandbox, a weights reader, or anything they started: a filter is
+    inherited and never removed)."""
     pid, uid, _ = struct.unpack("3i", connection.getsockopt(
         socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))
-    if _filters(pid) != _filters(os.getpid()):
-        return False
-    if uid in (0, os.getuid()):
-        return True
-    asked = request.get("uid")
-    if not (_user(uid).name.startswith(JUDGE_USER) and request.get("entry") == "sandbox"
-            and isinstance(asked, int) and asked != 0):
-        return False
-    user = _user(asked)
-    return user.name.startswith(SANDBOX_USER) and request.get("gid") == user.gid
+    return uid in (0, os.getuid()) and _filters(pid) == _filters(os.getpid())
 
 
 def _filters(pid: int) -> str | None:
@@ -135,20 +121,9 @@ def _filters(pid: int) -> str | None:
         return None
 
 
-def _user(uid: int):
-    """(name, primary gid) of uid; ("", None) if it has no account."""
-    try:
-        entry = pwd.getpwuid(uid)
-        return Account(entry.pw_name, entry.pw_gid)
-    except KeyError:
-        return Account("", None)
-
-
-Account = collections.namedtuple("Account", "name gid")
-
-
 class Zygote:
-    """A handle on the zygote process: the grader's (which started it), or a judge's."""
+    """A handle on the zygote process: the grader's (which started it), or another process
+    of the grader's (at)."""
 
     process = None
 
@@ -174,7 +149,7 @@ class Zygote:
             raise RuntimeError("the sandbox zygote did not start") from err
 
     def fork(self, entry: str, request: dict, fd: int) -> int:
-        """Fork a child that runs ENTRIES[entry]'s main(request, fd, facts); its pid. The
+        """Fork a child that runs ENTRIES[entry]'s main(request, fd); its pid. The
         child owns a copy of fd (this process keeps its own)."""
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as connection:
             connection.connect(self.path)

@@ -31,7 +31,7 @@ import os
 import shutil
 import subprocess
 
-from course.grading.users import (
+from course.grading.accounts import (
     JUDGE_USER,
     SANDBOX_USER,
     lock_folder,

@@ -1,11 +1,10 @@
 """The sandbox's syscall policy (course/grading/syscalls.py): what an attacker reaches for
-first fails inside a sandbox, with the namespaces (the grader as root) and without them (a
-process that installs the policy alone, as in a container without CAP_SYS_ADMIN); the same
-probe without the policy shows the calls would work; System V objects a sandbox user left
-are removed (course/grading/users.py). The Unix sockets a sandbox may make reach nothing
+first fails inside a sandbox (graded as root) and in a process that installs the policy alone;
+the same probe without the policy shows the calls would work; System V objects a sandbox user
+left are removed (course/grading/users.py). The Unix sockets a sandbox may make reach nothing
 outside it (the zygote's, an abstract name bound outside), and the standard library's
-concurrency (asyncio, multiprocessing, concurrent.futures with every start method, a pool
-sized for a large machine) works in it."""
+concurrency (asyncio, multiprocessing, concurrent.futures with every start method, a pool sized
+for a large machine) works in it."""
 
 import ctypes
 import errno
@@ -212,14 +211,13 @@ attempt("network", network)
 def test_a_sandboxs_unix_sockets_reach_nothing_outside_it(tmp_path):
     """In each p1a test's sandbox: a socket pair, and (sealed, where contained) a Unix socket
     bound to a path in its folders or to an abstract name, work; the zygote's socket forks
-    nothing (its folder covered, or the zygote refuses), an abstract name bound outside and
-    a TCP port on 127.0.0.1 are not reached (nothing arrives at either)."""
+    nothing (root's alone, and it refuses a process under the policy), an abstract name bound
+    outside and a TCP port on 127.0.0.1 are not reached (nothing arrives at either)."""
     import socket
 
     from course.grading import landlock, sandbox
 
-    contained = sandbox.unix_sockets_contained(
-        os.geteuid() == 0, sandbox.isolation_available()[0], landlock.abi())
+    contained = sandbox.unix_sockets_contained(os.geteuid() == 0, landlock.abi())
     name = f"\0hw-outside-{os.getpid()}"
     with socket.socket(socket.AF_UNIX) as abstract, socket.socket(socket.AF_INET) as tcp:
         abstract.bind(name)
@@ -243,7 +241,7 @@ def test_a_sandboxs_unix_sockets_reach_nothing_outside_it(tmp_path):
 
 def asks_the_zygote(path: str, under_the_policy: bool) -> str:
     """What the zygote at path answers a forked child (root, or the zygote's own user) that
-    asks it for a sandbox over a socket pair's end, the syscall policy installed first or
+    asks it for a weights reader over a socket pair's end, the syscall policy installed first or
     not ("" where it forked nothing)."""
     read_fd, write_fd = os.pipe()
     pid = os.fork()
@@ -257,8 +255,7 @@ def asks_the_zygote(path: str, under_the_policy: bool) -> str:
             ours, theirs = socket.socketpair()
             with socket.socket(socket.AF_UNIX) as client:
                 client.connect(path)
-                request = {"entry": "sandbox", "uid": None, "tree": tempfile.mkdtemp(),
-                           "env": {}}
+                request = {"entry": "weights", "uid": None}
                 socket.send_fds(client, [json.dumps(request).encode()], [theirs.fileno()])
                 os.write(write_fd, client.recv(4096) or b"-")
         finally:
@@ -299,8 +296,7 @@ def test_the_standard_librarys_concurrency_works_in_a_graded_sandbox(tmp_path):
         tmp_path, "import json, sys\nfrom problem1.stdlib_idioms import run\nfound = run()\n"
         "print('error: written to stderr in the sandbox', file=sys.stderr)\n",
         "IDIOMS", files={"problem1/stdlib_idioms.py": module})
-    contained = sandbox.unix_sockets_contained(
-        os.geteuid() == 0, sandbox.isolation_available()[0], landlock.abi())
+    contained = sandbox.unix_sockets_contained(os.geteuid() == 0, landlock.abi())
     for found in reports:
         failed = {idiom: how for idiom, how in found.items() if how != "ok" and (
             contained or not ("Manager" in idiom or "forkserver" in idiom))}
@@ -452,23 +448,26 @@ import json, os, socket
 
 def test_who(tmp_path):
     caps = [line.split()[1] for line in open("/proc/self/status") if line.startswith("CapEff")]
-    zygote = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    zygote.connect(ZYGOTE)
-    socket.send_fds(zygote, [json.dumps({"entry": "sandbox", "uid": None, "gid": None,
-                                         "tree": str(tmp_path)}).encode()],
-                    [zygote.fileno()])
-    root_sandbox = zygote.recv(4096).decode()
+    try:
+        zygote = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        zygote.connect(ZYGOTE)
+        socket.send_fds(zygote, [json.dumps({"entry": "judge"}).encode()], [zygote.fileno()])
+        forked = zygote.recv(4096).decode()
+    except OSError as error:
+        forked = error.strerror
     assert False, "WHO " + json.dumps({"uid": os.geteuid(), "caps": caps,
-                                       "root_sandbox": root_sandbox}) + " END"
+                                       "forked": forked}) + " END"
 '''
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to have a judge user")
-def test_a_judge_holds_no_privilege_and_gets_no_root_sandbox():
+def test_a_judge_holds_no_privilege_and_reaches_no_zygote():
     """A judge runs its tests as its own user, with no capability left, once its warden is
-    forked; asked by that user, the zygote forks no sandbox that would stay root."""
+    forked; the zygote's socket, root's alone, forks nothing for it (a judge asks the zygote
+    for nothing: its warden forks its sandboxes)."""
+    from course.grading.accounts import JUDGE_USER, sandbox_pool, sandbox_user
     from course.grading.judges import Seat, run_tests
-    from course.grading.users import JUDGE_USER, remove_tree, sandbox_pool, sandbox_user
+    from course.grading.users import remove_tree
     from course.grading.zygote import Zygote
 
     tmp_path = Path(tempfile.mkdtemp(prefix="judge_user_"))  # as the grader's: others pass
@@ -492,7 +491,7 @@ def test_a_judge_holds_no_privilege_and_gets_no_root_sandbox():
     passed, output = result.outcomes["test_who.py::test_who"]
     found = json.loads(re.search(r"WHO (\{.*?\}) END", output).group(1))
     assert found["uid"] != 0 and found["caps"] == ["0000000000000000"], found
-    assert found["root_sandbox"] == "", f"the zygote forked a root sandbox: {found}"
+    assert '"pid"' not in found["forked"], f"the zygote forked for a judge: {found}"
 
 
 @pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"),

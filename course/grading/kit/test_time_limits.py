@@ -14,8 +14,9 @@ import time
 
 import pytest
 
+from course.grading.accounts import sandbox_pool
 from course.grading.judges import Meter
-from course.grading.users import SPAWNED, sandbox_pool
+from course.grading.users import SPAWNED
 
 pytestmark = [pytest.mark.kit, pytest.mark.timeout(120)]
 

@@ -1,11 +1,11 @@
 """The warden against a sandbox that fights its stop, fills the disk or races root's walks.
 
 The warden (course/grading/warden.py) is driven here as a judge drives it, a seam call at a
-time, over a tree of two files (the seam's server and a probe module): once with the
-machine's cgroup freezer where root may make one, and once forced onto the path a container
-without a writable cgroup fs takes (SIGSTOP, stop_user). Root's walks over folders a
-sandbox wrote (give, scrub) are raced by a process of another user that keeps exchanging a
-folder and a link to a root-owned folder outside (renameat2 RENAME_EXCHANGE). Needs root.
+time, over a tree of two files (the seam's server and a probe module), in the one way it
+stops a sandbox between calls: SIGSTOP to every process of its user (stop_user). Root's
+walks over folders a sandbox wrote (give, scrub) are raced by a process of another user
+that keeps exchanging a folder and a link to a root-owned folder outside (renameat2
+RENAME_EXCHANGE). Needs root.
 """
 
 import ctypes
@@ -23,21 +23,17 @@ import pytest
 
 from course.grading import users as users_module
 from course.grading import warden as warden_module
+from course.grading.accounts import JUDGE_USER, release, sandbox_pool, sandbox_user
 from course.grading.judge import SandboxTransport
 from course.grading.users import (
-    JUDGE_USER,
     Sandbox,
     give,
     open_folder,
     processes_of,
-    release,
     remove_tree,
-    sandbox_pool,
-    sandbox_user,
     scrub,
     sweep,
 )
-from course.grading.zygote import Zygote
 from provided.common import REPO_ROOT
 from tests import seam
 
@@ -210,6 +206,10 @@ def orphan_burns(seconds):
     return "burned"
 
 
+def parent_and_self():
+    return [os.getppid(), os.getpid()]
+
+
 def deep_files(folder, count):
     """Up to count empty files in a folder two levels below folder, until one is refused;
     then run a while. How many were made."""
@@ -225,11 +225,9 @@ def deep_files(folder, count):
 '''
 
 
-@pytest.fixture(params=["cgroup freezer where there is one", "no cgroup: SIGSTOP"])
-def transport(request, monkeypatch):
+@pytest.fixture
+def transport():
     """A seam transport on a warden of a judge as root, over a tree of the seam and PROBE."""
-    if request.param.startswith("no cgroup"):
-        monkeypatch.setattr(warden_module, "cgroup_root", lambda: None)
     root = Path(tempfile.mkdtemp(prefix="hw_warden_"))
     root.chmod(0o711)
     template, work = root / "template", root / "work"
@@ -239,21 +237,21 @@ def transport(request, monkeypatch):
     (template / "tmp").mkdir()
     work.mkdir(mode=0o711)
     (work / "pytest").mkdir(mode=0o711)
-    zygote = Zygote(root)
     judge, pool = sandbox_user(JUDGE_USER), sandbox_pool(1)
     seat = {"pool": [[user.uid, user.gid] for user in pool],
             "judge": [judge.uid, judge.gid], "template": str(template), "work": str(work),
-            "basetemp": str(work / "pytest")}
-    warden = warden_module.Warden(seat, zygote.path)
+            "basetemp": str(work / "pytest"), "scratch": users_module.world_writable_folders()}
+    warden = warden_module.Warden(seat)
     made = SandboxTransport(warden, 0, lambda: [])
     made.warden_uid = seat["pool"][0][0]
+    made.warden_pid = warden.pid
     try:
         yield made
     finally:
         made.close()
         warden.channel.close()
         os.waitpid(warden.pid, 0)
-        zygote.close()
+        release([judge, *pool])
         remove_tree(root)
 
 
@@ -287,6 +285,29 @@ def test_a_process_that_forks_in_a_loop_does_not_run_between_calls(transport, pr
         "test shows nothing")
     assert between == [], (f"a helper that forks in a loop ran {len(between)} times while its "
                            "sandbox was stopped between two calls")
+
+
+def children_of(pid: int) -> set[int]:
+    found = set()
+    for entry in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{entry}/stat") as stat_file:
+                if int(stat_file.read().rsplit(")", 1)[1].split()[1]) == pid:
+                    found.add(int(entry))
+        except (OSError, ValueError, IndexError):
+            continue
+    return found
+
+
+def test_a_calls_processes_are_the_judges_warden_and_its_sandbox(transport, probe):
+    """A seam call crosses the judge (here the test's own process), its warden and the
+    test's sandbox, and no other process: the sandbox is the warden's only child, started
+    by the warden itself, and the warden stops it with no helper process of its own."""
+    parent, sandbox = probe.parent_and_self()
+    assert parent == transport.warden_pid, "the sandbox is not the warden's child"
+    probe.run_for(0.01)  # a stop and a start between the calls
+    assert children_of(transport.warden_pid) == {sandbox}
+    assert transport.warden_pid in children_of(os.getpid())
 
 
 def test_worker_processes_work_and_leave_nothing(transport, probe):
@@ -440,37 +461,21 @@ def test_the_instructions_state_the_disk_budget():
 
 
 def test_a_sweep_never_signals_roots_processes():
-    """sweep (the stop without a freezer) signals as the sandbox user: never as root or as
-    the grader's own user, where kill(-1) would reach the grader."""
+    """sweep (the stop between calls) signals as the sandbox user: never as root or as the
+    grader's own user, where kill(-1) would reach the grader."""
     for uid in {0, os.geteuid()}:
         with pytest.raises(ValueError, match="no sweep"):
             sweep(uid, 0)
 
 
-def test_sweeps_from_many_threads_each_get_their_answer(monkeypatch):
-    """A grader's judges' threads share its one sweep helper, and the first sweeps start
-    it: each thread must get its own answer (two threads that started a helper at once
-    once left one waiting for ever)."""
-    user = sandbox_user()
-    try:
-        for _ in range(5):
-            monkeypatch.setattr(users_module, "_stopper", None)
-            threads = [threading.Thread(target=lambda: [sweep(user.uid, 0) for _ in range(5)],
-                                        daemon=True) for _ in range(8)]
-            for thread in threads:
-                thread.start()
-            for thread in threads:
-                thread.join(10)
-            assert not any(thread.is_alive() for thread in threads), "a sweep never returned"
-    finally:
-        release([user])
-
-
-def test_a_sweep_without_its_helper_still_signals(monkeypatch):
-    """Where the sweep helper cannot run, a sweep still reaches every process of the user
-    (pid by pid): a stop or a kill never silently does nothing."""
-    monkeypatch.setattr(users_module, "_stopper", None)
-    monkeypatch.setattr(users_module, "STOPPER", Path("/nonexistent/stopper.py"))
+@pytest.mark.parametrize("way", ["a thread of the caller", "a forked child"])
+def test_a_sweep_signals_the_users_processes_and_leaves_the_caller_root(monkeypatch, way):
+    """A sweep (kill(-1) as the user, run_as) kills a process of the user, from a thread
+    whose credentials alone change or, where the system call's number is not known, from a
+    forked child; the caller, its other threads and the judges' threads that sweep at the
+    same time stay root."""
+    if way == "a forked child":
+        monkeypatch.setattr(users_module, "SYS_SETRESUID", None)
     user = sandbox_user()
     try:
         child = os.fork()
@@ -484,8 +489,16 @@ def test_a_sweep_without_its_helper_still_signals(monkeypatch):
         until = time.monotonic() + 10
         while child not in processes_of(user.uid) and time.monotonic() < until:
             time.sleep(0.01)
+        threads = [threading.Thread(target=lambda: [sweep(user.uid, 0) for _ in range(5)])
+                   for _ in range(4)]
+        for thread in threads:
+            thread.start()
         sweep(user.uid, signal.SIGKILL)
+        for thread in threads:
+            thread.join(10)
         _, status = os.waitpid(child, 0)
         assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL, status
+        assert os.getresuid() == (0, 0, 0), "the sweep changed the caller's own user"
+        assert not any(thread.is_alive() for thread in threads), "a sweep never returned"
     finally:
         release([user])

@@ -86,7 +86,7 @@ def test_the_reader_parses_as_a_sandbox_user_under_landlock_and_the_policy(monke
     """weights.main with torch.load replaced by a report of who runs it: by then the reader
     is a sandbox user with no capability, the syscall policy installed, and this repository
     out of its reach."""
-    from course.grading.users import release, sandbox_user
+    from course.grading.accounts import release, sandbox_user
 
     namespace = {"REPOSITORY_FILE": str(REPO_ROOT / "course" / "grading" / "rubric.py")}
     exec(REPORT, namespace)
@@ -97,7 +97,7 @@ def test_the_reader_parses_as_a_sandbox_user_under_landlock_and_the_policy(monke
     pid = os.fork()
     if pid == 0:
         ours.close()
-        weights.main({"uid": user.uid, "gid": user.gid}, theirs.fileno(), {})
+        weights.main({"uid": user.uid, "gid": user.gid}, theirs.fileno())
     theirs.close()
     with ours:
         seam.send(ours, _archive({"config": {}, "model": {}}))
