@@ -461,16 +461,44 @@ def stats_table(parts: list[str], graded: list[Row]) -> list[str]:
 def page(csv_path: Path, parts: list[str], rows: list[Row], analysed: list[str],
          left_out: dict, tally: dict, catalogue: dict, catalogue_path: Path,
          figure_path: Path, out_dir: Path) -> str:
-    from course.grading.mutants import MUTANTS
-
+    """The class report's markdown: the submissions, the scores, the most common mistakes,
+    each part's failing tests and where the catalogue and the results differ."""
     graded = [r for r in rows if r.graded]
-    not_graded = [r for r in rows if not r.graded]
     n = len(analysed)
     lines = [f"# Class report: {csv_path.name}", "",
              f"Written by `python -m course.grading.class_report {csv_path}` "
              "(instructors only: hidden "
-             "tests are named, never their outputs).", "",
-             "## Submissions", "",
+             "tests are named, never their outputs).", ""]
+    lines += submissions_section(csv_path, rows, n, left_out, out_dir)
+    lines += ["", "## Scores", "",
+              f"![Score distribution per part]({figure_path.relative_to(out_dir).as_posix()})",
+              ""]
+    lines += stats_table(parts, graded) if graded else ["No graded submission."]
+    lines += ["", "## Most common mistakes", ""]
+    lines += common_mistakes(tally, catalogue, n)
+    lines += ["", "## Failing tests by part", "",
+              f"Catalogue: `{catalogue_path}` ({len(catalogue)} mistakes of the graded parts; "
+              "see the rule in course/grading/class_report.py). Percentages are of the "
+              f"{n} submissions analysed.", ""]
+    catches = {}
+    for name, tests in catalogue.items():
+        for test in tests:
+            catches.setdefault(test, []).append(name)
+    order = [*RUBRIC.PARTS, *(f"{p}-results" for p in RUBRIC.RESULTS)]
+    for part in sorted(tally, key=lambda p: order.index(p) if p in order else len(order)):
+        if tally[part].submissions:
+            lines += part_section(part, tally[part], catalogue, catches, n)
+    lines += catalogue_differs(parts, tally, catalogue, catalogue_path)
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def submissions_section(csv_path: Path, rows: list[Row], n: int, left_out: dict,
+                        out_dir: Path) -> list[str]:
+    """How many submissions were graded, why the others were not, which were left out of
+    the mistakes' counts, and where the similarity page is."""
+    graded = [r for r in rows if r.graded]
+    not_graded = [r for r in rows if not r.graded]
+    lines = ["## Submissions", "",
              f"- {len(rows)} submissions in the CSV: {len(graded)} graded, "
              f"{len(not_graded)} not graded."]
     for reason, count in Counter(r.note.removeprefix("not graded: ") for r in not_graded
@@ -491,85 +519,85 @@ def page(csv_path: Path, parts: list[str], rows: list[Row], analysed: list[str],
     lines.append("- Similar code between submissions: " + (
         f"[{similar.name}]({similar.name})" if similar.is_file() else
         f"not compared (python -m course.grading.similarity {csv_path} writes {similar.name})"))
-    lines += ["", "## Scores", "",
-              f"![Score distribution per part]({figure_path.relative_to(out_dir).as_posix()})",
-              ""]
-    lines += stats_table(parts, graded) if graded else ["No graded submission."]
-    lines += ["", "## Most common mistakes", ""]
+    return lines
+
+
+def common_mistakes(tally: dict, catalogue: dict, n: int) -> list[str]:
+    """The TOP most common catalogued mistakes of the class, as a table."""
     ranked = sorted(((count, part, names) for part, entry in tally.items()
                      for names, count in entry.mistakes.items()),
                     key=lambda item: (-item[0], list(tally).index(item[1]), item[2]))
-    if ranked:
-        lines += ["| part | mistake | submissions | failing tests that point at it |",
-                  "|---|---|---:|---|"]
-        for count, part, names in ranked[:TOP]:
-            lines.append(f"| {part} | {mistake_label(names)} | {share(count, n)} | "
-                         f"{tests_cell(catalogue[names[0]])} |")
-    else:
-        lines.append("No failing tests matched a catalogued mistake.")
-    lines += ["", "## Failing tests by part", "",
-              f"Catalogue: `{catalogue_path}` ({len(catalogue)} mistakes of the graded parts; "
-              "see the rule in course/grading/class_report.py). Percentages are of the "
-              f"{n} submissions analysed.", ""]
-    catches = {}
-    for name, tests in catalogue.items():
-        for test in tests:
-            catches.setdefault(test, []).append(name)
-    order = [*RUBRIC.PARTS, *(f"{p}-results" for p in RUBRIC.RESULTS)]
-    for part in sorted(tally, key=lambda p: order.index(p) if p in order else len(order)):
-        entry = tally[part]
-        if not entry.submissions:
-            continue
-        lines += [f"### {part_title(part)}: {share(len(entry.submissions), n)} lose points",
-                  "", "| why no points | submissions | entries |" if part.endswith("-results")
-                  else "| mistake | submissions | failing tests that point at it |",
-                  "|---|---:|---|"]
-        for names, count in sorted(entry.mistakes.items(), key=lambda i: (-i[1], i[0])):
-            lines.append(f"| {mistake_label(names)} | {share(count, n)} | "
-                         f"{tests_cell(catalogue[names[0]])} |")
-        for kind, count in sorted(entry.errors.items(), key=lambda i: (-i[1], i[0])):
-            lines.append(f"| raises `{error_label(kind)}` (an exception, not a catalogued "
-                         f"mistake) | {share(count, n)} | {tests_cell(entry.error_tests[kind])} |")
-        if entry.slow:
-            lines.append(f"| over a test's time limit (slow code or an endless loop, not a "
-                         f"catalogued mistake) | {share(len(entry.slow), n)} | "
-                         f"{tests_cell(entry.slow_tests)} |")
-        for reason, count in entry.every.most_common():
-            lines.append(f"| every test fails: {reason} | {share(count, n)} | all "
-                         f"{len(entry.tests)} tests |")
-        for reason, names in sorted(entry.reasons.items(), key=lambda i: (-len(i[1]), i[0])):
-            quantities = len(entry.quantities[reason])
-            word = "quantity" if quantities == 1 else "quantities"
-            lines.append(f"| {error_label(reason)} | {share(len(names), n)} | "
-                         f"{quantities} graded {word} |")
-        for test, count in sorted(entry.other.items(), key=lambda i: (-i[1], i[0])):
-            hint = catches.get(test, [])
-            also = f" (catches {', '.join(f'`{h}`' for h in hint[:3])}" + (
-                ", ...)" if len(hint) > 3 else ")") if hint else ""
-            lines.append(f"| other | {share(count, n)} | `{short(test)}`{also} |")
-        if entry.not_run:
-            lines.append(f"| (tests the grader did not run: time limit or grader fault) | "
-                         f"{share(len(entry.not_run), n)} | left out above |")
-        lines.append("")
+    if not ranked:
+        return ["No failing tests matched a catalogued mistake."]
+    lines = ["| part | mistake | submissions | failing tests that point at it |",
+             "|---|---|---:|---|"]
+    for count, part, names in ranked[:TOP]:
+        lines.append(f"| {part} | {mistake_label(names)} | {share(count, n)} | "
+                     f"{tests_cell(catalogue[names[0]])} |")
+    return lines
+
+
+def part_section(part: str, entry, catalogue: dict, catches: dict, n: int) -> list[str]:
+    """One part's failing tests: its mistakes, exceptions, time limits, reasons and the
+    rest (catches: {test: the catalogued mistakes it catches})."""
+    lines = [f"### {part_title(part)}: {share(len(entry.submissions), n)} lose points",
+             "", "| why no points | submissions | entries |" if part.endswith("-results")
+             else "| mistake | submissions | failing tests that point at it |",
+             "|---|---:|---|"]
+    for names, count in sorted(entry.mistakes.items(), key=lambda i: (-i[1], i[0])):
+        lines.append(f"| {mistake_label(names)} | {share(count, n)} | "
+                     f"{tests_cell(catalogue[names[0]])} |")
+    for kind, count in sorted(entry.errors.items(), key=lambda i: (-i[1], i[0])):
+        lines.append(f"| raises `{error_label(kind)}` (an exception, not a catalogued "
+                     f"mistake) | {share(count, n)} | {tests_cell(entry.error_tests[kind])} |")
+    if entry.slow:
+        lines.append(f"| over a test's time limit (slow code or an endless loop, not a "
+                     f"catalogued mistake) | {share(len(entry.slow), n)} | "
+                     f"{tests_cell(entry.slow_tests)} |")
+    for reason, count in entry.every.most_common():
+        lines.append(f"| every test fails: {reason} | {share(count, n)} | all "
+                     f"{len(entry.tests)} tests |")
+    for reason, names in sorted(entry.reasons.items(), key=lambda i: (-len(i[1]), i[0])):
+        quantities = len(entry.quantities[reason])
+        word = "quantity" if quantities == 1 else "quantities"
+        lines.append(f"| {error_label(reason)} | {share(len(names), n)} | "
+                     f"{quantities} graded {word} |")
+    for test, count in sorted(entry.other.items(), key=lambda i: (-i[1], i[0])):
+        hint = catches.get(test, [])
+        also = f" (catches {', '.join(f'`{h}`' for h in hint[:3])}" + (
+            ", ...)" if len(hint) > 3 else ")") if hint else ""
+        lines.append(f"| other | {share(count, n)} | `{short(test)}`{also} |")
+    if entry.not_run:
+        lines.append(f"| (tests the grader did not run: time limit or grader fault) | "
+                     f"{share(len(entry.not_run), n)} | left out above |")
+    return lines + [""]
+
+
+def catalogue_differs(parts: list[str], tally: dict, catalogue: dict,
+                      catalogue_path: Path) -> list[str]:
+    """Where the catalogue names tests the results do not have, or lacks a mistake of the
+    graded parts: what to do about it."""
+    from course.grading.mutants import MUTANTS
+
     stale = {part: sorted(t for m in MUTANTS if m.part == part and m.name in catalogue
                           for t in catalogue[m.name].keys() - entry.tests)
              for part, entry in tally.items() if entry.tests}
     stale = {p: t for p, t in stale.items() if t}
     missing = [m.name for m in MUTANTS if m.part in parts and m.name not in catalogue]
-    if stale or missing:
-        lines += ["## The catalogue and these results differ", ""]
-        for part, tests in stale.items():
-            lines.append(f"- {part}: the catalogue names {plural(len(tests), 'test')} that no "
-                         "results.json "
-                         f"has (e.g. `{short(tests[0])}`): the tests changed since it was "
-                         f"built; delete `{catalogue_path}` to build it again.")
-        if missing:
-            lines.append(f"- {plural(len(missing), 'mistake')} of course/grading/mutants.py "
-                         "for the "
-                         f"graded parts missing from `{catalogue_path}` (e.g. `{missing[0]}`): "
-                         "delete it to build it again.")
-        lines.append("")
-    return "\n".join(lines).rstrip() + "\n"
+    if not stale and not missing:
+        return []
+    lines = ["## The catalogue and these results differ", ""]
+    for part, tests in stale.items():
+        lines.append(f"- {part}: the catalogue names {plural(len(tests), 'test')} that no "
+                     "results.json "
+                     f"has (e.g. `{short(tests[0])}`): the tests changed since it was "
+                     f"built; delete `{catalogue_path}` to build it again.")
+    if missing:
+        lines.append(f"- {plural(len(missing), 'mistake')} of course/grading/mutants.py "
+                     "for the "
+                     f"graded parts missing from `{catalogue_path}` (e.g. `{missing[0]}`): "
+                     "delete it to build it again.")
+    return lines + [""]
 
 
 # ------------------------------------------------------------------------------- main

@@ -425,16 +425,9 @@ def gradescope_points(path: Path, questions: list[Question], submissions: list[s
                  "keep one row a student")
         owner[submission] = number
         for column, question in mapped.items():
-            text = values[column]
-            try:
-                value = decimal_points(text) if text else None
-            except ValueError:
-                value = -1
-            if value is not None and not 0 <= value <= question.points:
-                fail(f"{path}, line {number} ({submission}), column {column!r}: points "
-                     f"{text!r}, not from 0 to {shown(question.points)}: fix it on Gradescope "
-                     "and download the grades again")
-            out[question.key][submission] = value
+            out[question.key][submission] = row_points(
+                f"{path}, line {number} ({submission}), column {column!r}", values[column],
+                question)
     unmatched = [name for name in submissions if name not in owner]
     if unmatched:
         fail(f"{path} has no student for the submission {unmatched[0]}"
@@ -442,6 +435,18 @@ def gradescope_points(path: Path, questions: list[Question], submissions: list[s
              + ": name each submission by its student's email or SID, in --students FILE "
                "(columns submission, email, sid) where the folder's name is neither")
     return out, left_out
+
+
+def row_points(where: str, text: str, question: Question) -> float | None:
+    """A cell's points (None: blank), within the question's; else one line and exit."""
+    try:
+        value = decimal_points(text) if text else None
+    except ValueError:
+        value = -1
+    if value is not None and not 0 <= value <= question.points:
+        fail(f"{where}: points {text!r}, not from 0 to {shown(question.points)}: fix it on "
+             "Gradescope and download the grades again")
+    return value
 
 
 def merge_written(folder: Path, questions: list[Question], export: dict,
