@@ -71,3 +71,45 @@ def test_the_largest_reply_a_graded_test_takes_passes():
     value = {"logits": torch.randn(4, 64, 2730), "samples": [f"C{i}" for i in range(10_000)]}
     back = _decode(_message(value))
     assert torch.equal(back["logits"], value["logits"]) and back["samples"] == value["samples"]
+
+
+BIG = '''
+from course.grading.judge import JUDGE_MEMORY
+
+
+def test_builds_past_the_budget():
+    hold = bytearray(2 * JUDGE_MEMORY)
+    assert hold
+
+
+def test_after_it():
+    assert sum(range(10)) == 45
+'''
+
+
+def test_a_test_past_the_judges_memory_budget_fails_alone_and_says_why(tmp_path):
+    """A judge may map JUDGE_MEMORY beyond its size at its start (course/grading/judge.py,
+    budget_memory): a test that builds more (here a bytearray twice that, as a reply's
+    tolist() might) fails with a MemoryError that names the budget, and the judge goes on:
+    the next test passes."""
+    from course.grading.judge import JUDGE_MEMORY
+    from course.grading.judges import Seat, run_tests
+    from course.grading.users import Sandbox
+    from course.grading.zygote import Zygote
+
+    tree, work = tmp_path / "tree", tmp_path / "work"
+    tree.mkdir()
+    work.mkdir()
+    (tree / "test_big.py").write_text(BIG)
+    zygote = Zygote(tmp_path)
+    try:
+        seat = Seat(zygote, [Sandbox()], Sandbox(), tree, work, work / "pytest")
+        nodes = ["test_big.py::test_builds_past_the_budget", "test_big.py::test_after_it"]
+        result = run_tests(tree, nodes, seat, str(tree), 20.0, time.monotonic() + 120,
+                           "too late")
+    finally:
+        zygote.close()
+    passed, output = result.outcomes.get(nodes[0], (None, result.unreached))
+    assert passed is False and "over the judge's memory budget" in output and \
+        f"{JUDGE_MEMORY >> 20} MiB" in output, output[:600]
+    assert result.outcomes.get(nodes[1], (None,))[0] is True, result.outcomes
