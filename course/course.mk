@@ -221,9 +221,9 @@ grade-check:
 grade-limits:
 	$(PY) -m course.tools.grade_limits
 
-# the grading suite, which `pytest course` runs as root with namespaces, in the mode that is
-# deployed: a container without a writable cgroup fs (Gradescope's, course/tools/container.py:
-# the isolation tests, correct code's points and the grader's own behaviour there).
+# the grading suite in a container as Gradescope runs one: no writable cgroup fs, Docker's
+# default capabilities and seccomp profile (course/tools/container.py: the isolation tests,
+# correct code's points and the grader's own behaviour there).
 # test-course-host: the course's tests but the container's (GRADING_SUITE), which CI runs
 # beside `make grade-container` (the container has its own /tmp, network and IPC, and shares
 # the users' lock folder; .ci/run). The grader isolates alike natively and in the container

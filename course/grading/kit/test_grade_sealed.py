@@ -162,8 +162,7 @@ def test_the_leak_attack_ran_and_found_nothing_secret(graded):
 
 def test_no_network(graded):
     assert graded["_received"] == [], f"the sandbox reached a listener: {graded['_received']}"
-    # with namespaces (root with CAP_SYS_ADMIN) and without (Gradescope's container): the
-    # syscall policy refuses every new socket in both
+    # the syscall policy refuses every new socket but a Unix one
     assert "default-deny syscall policy" in graded["_isolation"], graded["_isolation"]
 
 
@@ -229,14 +228,11 @@ def _owner(path: Path):
                                     "fills_dev_shm_deep"])
 def test_what_no_folder_shows_counts_to_the_budget(graded, attack):
     """Files unlinked but kept open and memfds, System V segments touched and detached,
-    files two folders deep in /dev/shm: the sandbox is stopped, saying why, or (in a
-    namespace of its own, which caps them) refused past the budget; either way it earns
-    nothing and nothing of it is left (test_no_process_of_the_sandbox_user_survives)."""
+    files two folders deep in /dev/shm: the sandbox is stopped, saying why; it earns nothing
+    and nothing of it is left (test_no_process_of_the_sandbox_user_survives)."""
     outputs = " ".join(t["output"] for t in graded[attack]["tests"] if t["tags"] == ["p1a"])
-    namespaces = "with namespaces" in graded["_isolation"]
     assert _score(graded[attack]) == 0
-    assert "held more than" in outputs or "made more than" in outputs or (
-        namespaces and attack != "holds_files_without_names"), outputs[:400]
+    assert "held more than" in outputs or "made more than" in outputs, outputs[:400]
 
 
 def test_a_reply_far_larger_than_the_contract_is_refused_by_its_shape(graded):
