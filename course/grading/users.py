@@ -346,31 +346,6 @@ def _thread_state(pid: str, tid: str) -> str:
     return (stat_line.rsplit(")", 1)[-1].split() or ["X"])[0]
 
 
-def _send(pid: int, number: int) -> None:
-    """Send the signal to pid through a pidfd where the kernel has them (a pid reused
-    between the look in /proc and the signal is never hit), else by pid."""
-    try:
-        fd = os.pidfd_open(pid)
-    except (AttributeError, OSError):
-        try:
-            os.kill(pid, number)
-        except OSError:
-            pass
-        return
-    try:
-        signal.pidfd_send_signal(fd, number)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-def _send_each(uid: int, number: int) -> None:
-    """Send the signal to each process of uid that a pass over /proc finds."""
-    for pid in processes_of(uid):
-        _send(pid, number)
-
-
 # setresuid's system call number (Linux's generic table on arm64)
 SYS_SETRESUID = {"x86_64": 117, "aarch64": 147, "arm64": 147}.get(platform.machine())
 
@@ -459,16 +434,14 @@ def stop_user(uid: int, seconds: float = STOP_SECONDS) -> bool:
 
 
 def signal_user(uid: int, number: int) -> None:
-    """Send every process of uid the signal: SIGKILL at once (sweep) and again until none
-    is left; any other pid by pid (SIGCONT: no stopped process can fork)."""
-    if number != signal.SIGKILL:
-        _send_each(uid, number)
-        return
-    for _ in range(100):
-        sweep(uid, number)
+    """Send every process of uid the signal at once (sweep); SIGKILL again until none is
+    left."""
+    sweep(uid, number)
+    for _ in range(100 if number == signal.SIGKILL else 0):
         if not processes_of(uid):
             return
         time.sleep(0.001)
+        sweep(uid, number)
 
 
 def remove_user_files(uid: int, scratch: tuple[str, ...]) -> None:
