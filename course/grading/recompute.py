@@ -1,4 +1,6 @@
-"""The graded results, recomputed by trusted code from a submission's own artifacts.
+"""The graded results, recomputed by trusted code from a submission's own artifacts. Runs in
+the recomputation, a child the grader forks for each problem (course/grading/scoring.py), or
+as this command:
 
     python -m course.grading.recompute SUBMISSION/problemN/results [--problem problemN]
                                        [--data_dir DIR]

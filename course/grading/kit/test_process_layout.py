@@ -83,10 +83,11 @@ def test_the_zygote_holds_nothing_secret():
 
 # ------------------------------------------------------------------ the process map
 MAP = REPO_ROOT / "course" / "README.md"
-PROCESSES = {"grader", "zygote", "judge", "warden", "sandbox", "weights reader"}
+PROCESSES = {"grader", "zygote", "judge", "warden", "sandbox", "recomputation",
+             "weights reader"}
 CALL_PATH = ["grader", "judge", "warden", "sandbox"]  # a graded test's call, in order
 FORMATS = {"JSON lines on a pipe", "seam frames", "a JSON request with a descriptor",
-           "the CPU_STOP signal"}
+           "the CPU_STOP signal", "one JSON object on a pipe"}
 NUMBERS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6}
 
 
@@ -105,9 +106,9 @@ def talks_to(row: dict) -> dict[str, set[str]]:
     """{process: {formats}} of a row's "talks to, in" cell ("judge: seam frames; ...")."""
     found = {}
     for part in row["talks to, in"].split(";"):
-        other, formats = part.split(":", 1)
-        process = other.strip().removeprefix("grader's ").removesuffix(" recomputation")
-        found[process] = {f.strip() for f in formats.replace(", and", ",").split(",")}
+        others, formats = part.split(":", 1)
+        for process in others.split(","):
+            found[process.strip()] = {f.strip() for f in formats.replace(", and", ",").split(",")}
     return found
 
 
@@ -136,6 +137,8 @@ def test_the_process_map_names_each_process_its_module_and_who_starts_it():
             f"the {process}")
     started = {process: row["started by"].split(",")[0].split()[0]
                for process, row in found.items()}
+    assert started["recomputation"] == "grader" and "os.fork" in calls_in("scoring",
+                                                                         "recomputed")
     assert {p for p, by in started.items() if by == "zygote"} == {
         "weights reader" if entry == "weights" else entry for entry in ENTRIES}
     assert "Zygote" in calls_in("grade", "setup") and started["zygote"] == "grader"
@@ -168,7 +171,8 @@ def test_a_graded_call_crosses_four_processes_in_one_framing():
         assert other in links[one] and one in links[other], (one, other)
     assert {f for process in links.values() for fs in process.values() for f in fs} <= FORMATS
     assert links["warden"] == {"judge": {"seam frames"}, "sandbox": {"seam frames"}}
-    assert set(links["zygote"]) == {"grader"}
+    assert set(links["zygote"]) == {"grader", "recomputation"}
+    assert all(process in PROCESSES for talks in links.values() for process in talks), links
     warden = (GRADING / "warden.py").read_text()
     assert "struct.Struct(" not in warden and "struct.pack(" not in warden
     assert {"seam.send", "seam.receive"} <= set(calls_in("warden", "write_message")
