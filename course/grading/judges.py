@@ -90,7 +90,7 @@ class Meter:
     process of the judge's sandbox users; unsealed: every process in a sandbox's session,
     the sandboxes' pids read from the judge's work folder). A process's time includes its
     reaped children's (/proc/<pid>/stat's cutime and cstime), so a pool's workers count when
-    they exit. The same count in every mode, cgroup or none: the deployed mode has none.
+    they exit. Read from /proc, not a cgroup: Gradescope's container has none to read.
     Whether any thread of those is busy tells a test that sleeps or waits from one that a
     busy machine starves."""
     pid: int
