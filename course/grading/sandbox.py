@@ -83,12 +83,13 @@ def isolation() -> str:
     container = any(os.path.exists(mark) for mark in CONTAINER_MARKS)
     words = ["mode: " + ("root" if os.geteuid() == 0 else "not root (unsealed)")
              + (" in a container" if container else "")]
-    if landlock.abi():
+    version = landlock.abi()
+    if version:
         scoped = ("; connects to no abstract Unix socket and signals no process made outside "
-                  "it" if landlock.abi() >= landlock.SCOPED_ABI else
+                  "it" if version >= landlock.SCOPED_ABI else
                   "; no scoping in this kernel (before 6.12): a sandbox makes no Unix socket, "
                   "only socket pairs")
-        words.append(f"Landlock ABI {landlock.abi()} (reads only its tree, its test's folders, "
+        words.append(f"Landlock ABI {version} (reads only its tree, its test's folders, "
                      "the Python environment and the system's programs, libraries and "
                      f"configuration; writes only the first two and /dev/shm{scoped})")
     else:
