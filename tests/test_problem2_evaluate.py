@@ -6,6 +6,7 @@ tests/tiny_problem2.py instead, so that a mistake there costs no points here."""
 import dataclasses
 import json
 import math
+import statistics
 
 import pytest
 import torch
@@ -255,6 +256,25 @@ def test_score_shift_errors_reports_the_maximum_and_the_median(monkeypatch):
         "sinusoidal_score_shift_error_median must be the median of the sinusoidal changes "
         f"(2.0 here), not {median}: is it their mean or maximum, or the rotary changes' "
         "median?")
+
+
+def test_score_shift_errors_gives_the_median_magnitude_of_its_draws(monkeypatch):
+    """score_magnitude_median: the median |q . k| over the draws (each draw's q and k as
+    handed to score_shift_invariance, recorded here; 101 draws, so every median agrees)."""
+    recorder = stubs.RecordsScoreShifts()
+    monkeypatch.setattr(evaluate, "score_shift_invariance", recorder)
+    found = as_float(evaluate.score_shift_errors(4, samples=101, seed=3)["score_magnitude_median"])
+    scores = recorder.scores[::2]  # one per draw: both schemes get the same q and k
+    readings = {statistics.median(abs(s) for s in scores): None,
+                statistics.median(scores): "the median of the signed q . k: is the abs missing?",
+                statistics.mean(abs(s) for s in scores): "the mean |q . k|, not the median"}
+    expected = next(iter(readings))
+    assert found == pytest.approx(expected, rel=1e-4), (
+        f"score_magnitude_median must be the median |q . k| over the draws ({expected:.4f} "
+        f"here), not {found:.4f}: " + next(
+            (why for value, why in readings.items() if why and found == pytest.approx(
+                value, rel=1e-4)),
+            "it matches neither the median of the signed q . k nor the mean |q . k|"))
 
 
 def test_score_shift_errors_draws_over_the_promised_ranges(monkeypatch):

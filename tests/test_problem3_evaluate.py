@@ -23,7 +23,8 @@ stubs = submission("tests.tiny_problem3")  # stand-ins, next to the code under t
 FIXTURES = Path(__file__).parent / "fixtures"
 # is_well_formed (Part D) of the strings below, worked out by hand
 WELL_FORMED = {"CCO": True, "OCC": True, "C1CC": False, "": False, "c1ccccc1": True,
-               "CC(": False, "CCN": True, "c1cccc1": True, "C1": False, "C1CC1": True}
+               "CC(": False, "CCN": True, "NCC": True, "c1cccc1": True, "C1": False,
+               "C1CC1": True}
 
 
 @pytest.fixture
@@ -39,13 +40,13 @@ def well_formed_by_hand(monkeypatch):
 
 
 def test_validity_uniqueness_novelty_by_hand(well_formed_by_hand):
-    samples = ["CCO", "OCC", "C1CC", "", "c1ccccc1", "CC(", "CCN", "c1cccc1"]
-    train = {canonical("CCN")}
+    samples = ["CCO", "OCC", "C1CC", "", "c1ccccc1", "CC(", "NCC", "c1cccc1"]
+    train = {canonical("CCN")}  # NCC is CCN written otherwise
     m = ev.sample_metrics(samples, train)
     assert m["num_samples"] == 8, "num_samples must count every sample, empty ones included"
     why = {5 / 8: "it counts the well-formed samples: valid means canonical(s) is not None",
            4 / 7: "is it over the non-empty samples only?"}
-    assert float(m["validity"]) == pytest.approx(4 / 8), (  # CCO, OCC, benzene, CCN
+    assert float(m["validity"]) == pytest.approx(4 / 8), (  # CCO, OCC, benzene, NCC
         "validity must be the valid samples (canonical(s) is not None) over all samples, "
         f"empty ones included (4 / 8 here), not {float(m['validity']):.4f}: "
         + next((w for v, w in why.items() if float(m["validity"]) == pytest.approx(v)),
@@ -63,11 +64,13 @@ def test_validity_uniqueness_novelty_by_hand(well_formed_by_hand):
         f"not {uniqueness:.4f}: it is " + reading(uniqueness, {
             3 / 8: "over all samples, not the valid ones",
             1.0: "counted on the raw strings (CCO and OCC are one molecule)"}))
-    assert novelty == pytest.approx(2 / 3), (  # CCN is in the training set
+    assert novelty == pytest.approx(2 / 3), (  # NCC is in the training set
         "novelty must be the distinct valid molecules not in the training set over all "
         f"distinct valid molecules (2 / 3 here), not {novelty:.4f}: it is " + reading(novelty, {
             3 / 4: "over the valid samples, duplicates counted",
-            1.0: "without the training set (every molecule counted novel)"}))
+            1.0: "without the training set (every molecule counted novel)",
+            4 / 3: "the samples compared as written, not as canonical SMILES (NCC is the "
+                   "training set's CCN)"}))
     assert ev.sample_metrics(["CC(", "C1"], train)["uniqueness"] is None, (
         "uniqueness must be None when no sample is valid")
 
@@ -108,7 +111,7 @@ def test_sweep_entry_early_gradient_statistics():
 
 
 # max_open_ring_span (Part D) of the strings of WELL_FORMED, worked out by hand
-RING_SPANS = {"CCO": 0, "OCC": 0, "C1CC": 0, "": 0, "c1ccccc1": 6, "CC(": 0, "CCN": 0,
+RING_SPANS = {"CCO": 0, "OCC": 0, "C1CC": 0, "": 0, "c1ccccc1": 6, "CC(": 0, "CCN": 0, "NCC": 0,
               "c1cccc1": 5, "C1": 0, "C1CC1": 3}
 
 

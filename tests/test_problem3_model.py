@@ -65,7 +65,9 @@ def block_by_formula(state: dict, norm: str, h: int, x: torch.Tensor,
                  "d_head scale": 1 / (d // h)}.get(mistake, 1 / math.sqrt(d // h))
         scores = q @ k.transpose(-2, -1) * scale
         if mistake != "no mask":
-            scores = scores.masked_fill(~torch.ones(T, T, dtype=torch.bool).tril(), -math.inf)
+            allowed = torch.ones(T, T, dtype=torch.bool).tril()
+            scores = scores.masked_fill(allowed if mistake == "flipped mask" else ~allowed,
+                                        -math.inf)
         out = scores.softmax(-1) @ v
         out = out.reshape(B, T, d) if mistake == "merge" else out.transpose(1, 2).reshape(B, T, d)
         return out if mistake == "no out_proj" else linear(state, "out_proj", out)
@@ -84,7 +86,7 @@ def block_by_formula(state: dict, norm: str, h: int, x: torch.Tensor,
     if norm == "pre":
         x = x + attn(layer_norm(state, "ln1", x))
         base = layer_norm(state, "ln2", x) if mistake == "normed residual" else x
-        return base + ffn(layer_norm(state, "ln2", x))
+        return base + ffn(layer_norm(state, "ln1" if mistake == "ln1 twice" else "ln2", x))
     x = layer_norm(state, "ln1", x + attn(x))
     return layer_norm(state, "ln1" if mistake == "ln1 twice" else "ln2", x + ffn(x))
 
@@ -95,6 +97,8 @@ BLOCK_MISTAKES = {
                      "= sqrt(d_model / num_heads)",
     "d_head scale": "the attention scores are divided by d_head, not by sqrt(d_head)",
     "no mask": "the causal mask is not used",
+    "flipped mask": "the mask's meaning is flipped (True must mean 'may attend'; in "
+                    "nn.MultiheadAttention True blocks)",
     "merge": "the heads are merged back by a plain reshape without the transpose",
     "no out_proj": "the attention's output projection out_proj is skipped",
     "placement": "the LayerNorms are placed as in the other norm (pre for post, or post for "
@@ -102,7 +106,7 @@ BLOCK_MISTAKES = {
     "mixed": "the two sublayers have different placements (one normalizes its input, the "
              "other the residual sum)",
     "normed residual": "the feed-forward residual adds LN2(x) instead of x",
-    "ln1 twice": "ln1 normalizes both sums (ln2 unused)",
+    "ln1 twice": "ln1 normalizes both sublayers (ln2 unused)",
 }
 
 
@@ -122,7 +126,10 @@ def test_block_matches_its_formula(norm):
 
     def hint() -> str:
         for mistake, why in BLOCK_MISTAKES.items():
-            if torch.allclose(out, block_by_formula(state, norm, 3, x, mistake), atol=1e-5):
+            recomputed = block_by_formula(state, norm, 3, x, mistake)
+            # flipped, the last query sees no key: NaN or 0 there, by implementation
+            rows = slice(0, -1) if mistake == "flipped mask" else slice(None)
+            if torch.allclose(out[:, rows], recomputed[:, rows], atol=1e-5):
                 return f"your output is exactly what it is when {why}"
         gap = (out - expected).abs().max().item()
         return (f"it differs from the formula's by up to {gap:.3g}, and from what it is when "
@@ -156,7 +163,8 @@ def test_block_is_causal(norm):
     a, b = block(x, mask), block(changed, mask)
     torch.testing.assert_close(a[:, :3], b[:, :3], msg=lambda m: (
         "a Block must be causal: changing later tokens changed earlier outputs (is the mask "
-        f"not passed to the attention, or are the heads merged without the transpose?)\n{m}"))
+        "not passed to the attention, or its meaning flipped (True = may attend), or are the "
+        f"heads merged without the transpose?)\n{m}"))
     assert not torch.allclose(a[:, 3:], b[:, 3:]), (
         "a Block's output must depend on its own token: changing tokens 3.. changed nothing")
     earlier = x.clone()

@@ -79,13 +79,14 @@ class RecordsScoreShifts:
     """A stand-in for problem2.positional.score_shift_invariance that records what it is
     asked: each call appends (scheme, shift, q_pos, k_pos) to .calls, as Python ints (the
     positions as passed, by keyword or position, else the documented defaults 10 and 3),
-    and returns 0.0."""
+    and q . k to .scores; it returns 0.0."""
 
     def __init__(self):
-        self.calls = []
+        self.calls, self.scores = [], []
 
     def __call__(self, q, k, shift, scheme, q_pos=10, k_pos=3):
         self.calls.append((str(scheme), int(shift), int(q_pos), int(k_pos)))
+        self.scores.append(float(torch.as_tensor(q).double() @ torch.as_tensor(k).double()))
         return 0.0
 
 
