@@ -10,7 +10,7 @@ time limits: a test over TEST_CPU_S seconds of CPU time (user and system: its pr
 every thread's, and its reaped child processes') fails with the grader's words, and so does
 every test of a part once the part's tests have taken GROUP_TESTS times that together.
 (--check also sets the grader's environment, and pytest-timeout's wall-clock backstop.) Not
-applied here: what needs root (another user, namespaces) and the grader's Landlock scope,
+applied here: what needs root (another user) and the grader's Landlock scope,
 which knows the grader's folders: there your code reads only its own folder, the Python
 environment and the system's files, and writes only its folder, TMPDIR and the test's
 tmp_path.

@@ -5,7 +5,7 @@ Students: given; `python -m provided.submission --check` applies these to the pu
 that fails in the grader because of them fails in --check too. You need not read it.
 
 In the grader, a sandbox (the grader's process that runs your code) runs the code under
-test with the resource limits and environment below (sealed, also MAX_PROCESSES processes
+test with the resource limits and environment below (also MAX_PROCESSES processes
 and threads for its user), Landlock on its files and the syscall policy below; each test may
 take TEST_CPU_S seconds of CPU time (user and system, the test's and every process of its
 code's), and a test that sleeps or waits ends after WALL_FACTOR times that; a part's public
@@ -13,10 +13,10 @@ tests (and its hidden ones) together may take GROUP_TESTS times TEST_CPU_S. The 
 all of these from here, so --check and the grader cannot differ in them.
 
 The syscall policy: default deny, built with libseccomp (through pyseccomp). A sandbox
-installs it last, after its limits, namespaces and user are in place, so that the policy
+installs it last, after its limits and user are in place, so that the policy
 binds every line of submission code and every process it starts (no_new_privs: nothing it
 runs can gain a privilege). It needs no privilege itself, so it holds in an unprivileged
-container (Gradescope's, without CAP_SYS_ADMIN), when the grader is not root, and in --check.
+container (Gradescope's, without CAP_SYS_ADMIN) and in --check.
 
 ALLOWED is what the homework's code needs on the CPU (Python, torch, numpy, RDKit,
 matplotlib): files, memory, threads, signals, time, pipes, System V IPC, Unix socket pairs
@@ -47,7 +47,7 @@ except ImportError:  # Windows: none of the limits below
 MAX_FILE_BYTES = 64 * 2**20  # no file written larger than this
 MAX_OPEN_FILES = 256
 MAX_ADDRESS_BYTES = 4 * 2**30  # a process's address space
-MAX_PROCESSES = 1024  # processes and threads of a sandbox's user (sealed): Pool(os.cpu_count())
+MAX_PROCESSES = 1024  # processes and threads of a sandbox's user: Pool(os.cpu_count())
 # or a ThreadPoolExecutor of as many on a 256-core machine fits (a worker holds one thread:
 # OMP_NUM_THREADS=1); a fork bomb stops there, and the address space and CPU time limits and
 # the kill of everything of the user at the test's end bound the rest

@@ -19,16 +19,17 @@ SANDBOX_USER = "hw-sandbox"
 JUDGE_USER = "hw-judge"  # what a judge runs as once its warden is forked (judge.py)
 POOL = 4  # sandbox users per judge, taken in turn: consecutive tests never share a user
 MAX_USERS = 64  # hw-sandbox, hw-sandbox1, ... on one machine
+NOT_ROOT = ("the grader runs each submission as users of its own, which takes root: "
+            "sudo .venv/bin/python -m course.grading.grade ... (Gradescope runs it as root)")
 
 
 def sandbox_user(base: str = SANDBOX_USER) -> Sandbox:
-    """A sandbox user of this grader's own when running as root, else an unsealed Sandbox
-    (sandboxes then run as the grader's own user). Graders running side by side each lock
-    a user of their own (hw-sandbox, hw-sandbox1, ...; made with useradd if missing),
-    since a grader kills every process of its user after each test. base names another
-    kind of user (JUDGE_USER: a judge's)."""
+    """A sandbox user of this grader's own (root only: RuntimeError otherwise). Graders
+    running side by side each lock a user of their own (hw-sandbox, hw-sandbox1, ...; made
+    with useradd if missing), since a grader kills every process of its user after each
+    test. base names another kind of user (JUDGE_USER: a judge's)."""
     if os.geteuid() != 0:
-        return Sandbox()
+        raise RuntimeError(NOT_ROOT)
     locks = lock_folder()
     try:
         for name in user_names(base):

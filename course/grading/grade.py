@@ -59,7 +59,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from course.grading import rubric as RUBRIC
-from course.grading.accounts import JUDGE_USER, make_tree, release, sandbox_pool, sandbox_user
+from course.grading.accounts import (
+    JUDGE_USER,
+    NOT_ROOT,
+    make_tree,
+    release,
+    sandbox_pool,
+    sandbox_user,
+)
 from course.grading.grader_data import data_fault
 from course.grading.gradescope import (
     DEADLINE_S,
@@ -80,7 +87,7 @@ from course.grading.intake import (
 from course.grading.judges import WALL_FACTOR, Seat, run_tests
 from course.grading.scoring import CODE_ONLY, grade_results, part_entries
 from course.grading.trusted import Kit, read_kit
-from course.grading.users import Sandbox, kill_spawned, world_writable_folders
+from course.grading.users import Sandbox, end_users, world_writable_folders
 from course.grading.zygote import Zygote
 from provided.common import DATA_DIR, REPO_ROOT, ArgumentParser, fail, script
 from provided.limits import TEST_CPU_S  # the slowest reference test: 3.8 CPU-seconds idle
@@ -106,20 +113,15 @@ class Grader:
     """What grading needs, ready before any submission is read: the kit, a pool of sandbox
     users per job (course/grading/users.py), the zygote the sandboxes are forked from, one
     test's CPU time limit (CPU-seconds); code_only: the results are not graded (the grader
-    has no data); judges: per job, the user its judge runs as (none when not sealed);
-    reader: the user a submission's weights are parsed as (course/grading/weights.py)."""
+    has no data); judges: per job, the user its judge runs as; reader: the user a
+    submission's weights are parsed as (course/grading/weights.py)."""
     kit: Kit
     sandboxes: list  # [job][user]: Sandbox
     zygote: Zygote
     test_seconds: float
+    judges: list  # [job]: Sandbox
+    reader: Sandbox  # who parses a submission's weights
     code_only: bool = False
-    judges: list = field(default_factory=list)  # [job]: Sandbox
-    reader: Sandbox = field(default_factory=Sandbox)  # who parses a submission's weights
-
-    @property
-    def sealed(self) -> bool:
-        """Whether sandboxes run as sandbox users (the grader is root)."""
-        return bool(self.sandboxes) and self.sandboxes[0][0].sealed
 
     def close(self) -> None:
         self.zygote.close()
@@ -221,13 +223,12 @@ def judge_share(grader: Grader, index: int, nodes: list[str], judge_tree: Path,
         pool = grader.sandboxes[index]
         work = scratch / f"work{index}"
         work.mkdir(mode=0o711)
-        judge = grader.judges[index] if grader.judges else Sandbox()
-        seat = Seat(grader.zygote, pool, judge, template, work, work / "pytest")
+        seat = Seat(grader.zygote, pool, grader.judges[index], template, work, work / "pytest")
         result = run_tests(judge_tree, nodes, seat, str(REPO_ROOT), budget.test_seconds,
                            budget.deadline, TOO_LATE,
                            lambda node, passed, output: report((node, passed, output)), groups,
                            spent)
-        kill_spawned(work, pool)
+        end_users(pool)
         for node in nodes:
             if node not in result.outcomes:
                 report((node, False, result.unreached or STOPPED))
@@ -288,26 +289,25 @@ def grade(submission: Path, grader: Grader, parts: list[str], out: Path | None,
 
 # ------------------------------------------------------------------------------- main
 @contextmanager
-def hidden_from_sandbox(sealed: bool):
+def hidden_from_sandbox():
     """While grading, the repository is closed to every user but its owner: its top-level
     entries lose their group and other permissions (the folders of this Python's own
     environment, which the sandbox user must import from, excepted) and the root keeps
     only traversal, so that no sandbox can read a reference solution, a hidden test or a
     band. Restored afterwards."""
     changed = []
-    if sealed:
-        python = {Path(p).resolve() for p in {sys.prefix, sys.base_prefix}}
-        keep = {folder for p in python for folder in [p, *p.parents]}
-        for path in sorted(REPO_ROOT.iterdir()):
-            mode = path.lstat().st_mode
-            if path.resolve() in keep or path.is_symlink() or not mode & 0o077:
-                continue
-            changed.append((path, mode & 0o7777))
-            path.chmod(mode & 0o700)
-        mode = REPO_ROOT.stat().st_mode & 0o7777
-        if mode & 0o066:
-            changed.append((REPO_ROOT, mode))
-            REPO_ROOT.chmod(mode & 0o711)
+    python = {Path(p).resolve() for p in {sys.prefix, sys.base_prefix}}
+    keep = {folder for p in python for folder in [p, *p.parents]}
+    for path in sorted(REPO_ROOT.iterdir()):
+        mode = path.lstat().st_mode
+        if path.resolve() in keep or path.is_symlink() or not mode & 0o077:
+            continue
+        changed.append((path, mode & 0o7777))
+        path.chmod(mode & 0o700)
+    mode = REPO_ROOT.stat().st_mode & 0o7777
+    if mode & 0o066:
+        changed.append((REPO_ROOT, mode))
+        REPO_ROOT.chmod(mode & 0o711)
     try:
         yield
     finally:
@@ -315,26 +315,24 @@ def hidden_from_sandbox(sealed: bool):
             path.chmod(mode)
 
 
-def setup(parts: list[str], jobs: int | None = None, scratch: Path | None = None,
-          code_only: bool = False) -> Grader:
+def setup(parts: list[str], jobs: int | None = None, code_only: bool = False) -> Grader:
     """What grading needs, ready before any submission is read: the grader's data checked
     first (one line and exit 2 if it is missing or not the homework's, unless code_only),
     then the zygote (a fresh interpreter, so no sandbox ever holds what the grader reads
-    next), then the kit. jobs defaults to what the CPU quota and the memory allow."""
+    next), then the kit. jobs defaults to what the CPU quota and the memory allow. Root
+    only (one line and exit 2 otherwise): every judge and sandbox takes a user of its own."""
+    if os.geteuid() != 0:
+        fail(NOT_ROOT)
     if not code_only:
         check_grader_data()
     jobs = jobs or default_jobs()
     sandboxes = [sandbox_pool() for _ in range(jobs)]
     judges = [sandbox_user(JUDGE_USER) for _ in range(jobs)]
-    if not sandboxes[0][0].sealed:
-        print("note: not running as root, so submissions run as your own user, unsealed; "
-              "grade untrusted submissions as root or on Gradescope", flush=True)
     world_writable_folders()  # found once: every judge's warden cleans up after its users
-    folder = Path(tempfile.mkdtemp(prefix="grade_zygote_", dir=scratch))
-    zygote = Zygote(folder)
+    zygote = Zygote()
     print(f"sandbox isolation: {zygote.isolation}", flush=True)
-    return Grader(read_kit(parts), sandboxes, zygote, TEST_CPU_S, code_only, judges,
-                  sandbox_user())
+    return Grader(read_kit(parts), sandboxes, zygote, TEST_CPU_S, judges, sandbox_user(),
+                  code_only)
 
 
 def check_grader_data(data_dir: Path | None = None) -> None:
@@ -406,7 +404,7 @@ def main(argv=None) -> int:
     if args.test_seconds:
         grader.test_seconds = args.test_seconds
     try:
-        with hidden_from_sandbox(grader.sealed):
+        with hidden_from_sandbox():
             if args.csv is not None:
                 return grade_folder(args.submission, args.csv, grader, parts, args.deadline)
             budget = Budget(start + args.deadline, grader.test_seconds)

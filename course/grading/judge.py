@@ -12,7 +12,7 @@ called the code under test directly, and not through tests/seam.py, would fail. 
 course/grading/sandbox.py), which holds the submission's code and answers with data only.
 So the judge never imports a module of the submission, never runs its code and never
 unpickles what it returns; the outcome it reports is pytest's, in a process that the
-submission cannot reach (another user when sealed, and not dumpable).
+submission cannot reach (another user, and not dumpable).
 
 The grader reads one JSON line per test start and end from the judge's pipe
 (course/grading/pipe.py).
@@ -71,8 +71,8 @@ class Reporter:
             pytest.fail(OVER_CPU, pytrace=False)
 
     def pytest_collection_finish(self, session) -> None:
-        """The hidden tests are in memory now: their files leave the disk, so that not even
-        an unsealed sandbox (the grader's own user) can read them there."""
+        """The hidden tests are in memory now: their files leave the disk, so that no
+        sandbox could read them there, whatever its user may read."""
         for path in self.forget.glob("*.py"):
             path.unlink()
 
@@ -270,12 +270,11 @@ def budget_memory() -> None:
 
 
 def drop_root(judge: Sandbox) -> None:
-    """Become the judge's own user (sealed), for good: no way back to root, no new
-    privilege from an executable (PR_SET_NO_NEW_PRIVS)."""
-    if judge.sealed:
-        os.setgroups([])
-        os.setgid(judge.gid)
-        os.setuid(judge.uid)
+    """Become the judge's own user, for good: no way back to root, no new privilege from
+    an executable (PR_SET_NO_NEW_PRIVS)."""
+    os.setgroups([])
+    os.setgid(judge.gid)
+    os.setuid(judge.uid)
     ctypes.CDLL(None).prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
 
 
@@ -285,7 +284,7 @@ def main(request: dict, fd: int) -> None:
     os.setsid()
     spec = request["sandbox"]
     pool = [Sandbox(uid, gid) for uid, gid in spec["pool"]]
-    judge = Sandbox(*spec["judge"]) if spec.get("judge") else Sandbox()
+    judge = Sandbox(*spec["judge"])
     warden = Warden(spec)
     budget_memory()
     drop_root(judge)

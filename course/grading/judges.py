@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from course.grading.pipe import CPU_STOP, NODES, OUTPUT_CHARS, TICKS, boot_ticks
-from course.grading.users import SPAWNED, entries_of, give, world_writable_folders
+from course.grading.users import entries_of, give, world_writable_folders
 from provided.limits import GROUP_TESTS, OVER_GROUP_CPU, OVER_TEST_CPU, WALL_FACTOR
 
 
@@ -86,16 +86,13 @@ class Reading:
 @dataclass
 class Meter:
     """The CPU time of the test a judge runs, as the kernel counts it: the judge's own
-    (pid), and that of every sandbox process started since the test began (sealed: every
-    process of the judge's sandbox users; unsealed: every process in a sandbox's session,
-    the sandboxes' pids read from the judge's work folder). A process's time includes its
-    reaped children's (/proc/<pid>/stat's cutime and cstime), so a pool's workers count when
-    they exit. Read from /proc, not a cgroup: Gradescope's container has none to read.
-    Whether any thread of those is busy tells a test that sleeps or waits from one that a
-    busy machine starves."""
+    (pid), and that of every process of the judge's sandbox users (uids) started since the
+    test began. A process's time includes its reaped children's (/proc/<pid>/stat's cutime
+    and cstime), so a pool's workers count when they exit. Read from /proc, not a cgroup:
+    Gradescope's container has none to read. Whether any thread of those is busy tells a
+    test that sleeps or waits from one that a busy machine starves."""
     pid: int
     uids: set
-    work: Path
     start: float = 0.0  # the test's start, in boot ticks (a process started in its tick counts)
     judge_start: int = 0  # the judge's CPU ticks then
 
@@ -110,16 +107,11 @@ class Meter:
         fields = _stat(str(self.pid))
         used = (_cpu(fields) - self.judge_start) if fields else 0
         busy = fields is not None and _busy(str(self.pid), fields)
-        sessions = None if self.uids else self._sessions()
         for pid in os.listdir("/proc"):
-            if not pid.isdigit() or pid == str(self.pid):
-                continue
-            if self.uids and not self._ours(pid):
+            if not pid.isdigit() or pid == str(self.pid) or not self._ours(pid):
                 continue
             fields = _stat(pid)
             if fields is None or int(fields[19]) < int(self.start):
-                continue
-            if sessions is not None and int(fields[3]) not in sessions:
                 continue
             used += _cpu(fields)
             busy = busy or _busy(pid, fields)
@@ -138,12 +130,6 @@ class Meter:
             return int(line.split()[1]) in self.uids
         except (OSError, StopIteration, ValueError, IndexError):
             return False
-
-    def _sessions(self) -> set[int]:
-        try:
-            return {int(n) for n in (self.work / SPAWNED).read_text().split()}
-        except (OSError, ValueError):
-            return set()
 
 
 @dataclass(frozen=True)
@@ -204,7 +190,7 @@ def _one_judge(tree, nodes, seat, repo, result, limits, deadline, too_late,
     """One judge over nodes; True when it ended by itself with nothing to retry."""
     own = seat.work / f"judge-{time.monotonic_ns()}"  # its hidden files leave it
     pid, read_fd = _start_judge(tree, own, nodes, seat, repo)
-    meter = Meter(pid, {user.uid for user in seat.pool if user.sealed}, seat.work)
+    meter = Meter(pid, {user.uid for user in seat.pool})
     watch = Watch(Current(result, limits, on_outcome), meter, nodes, 4 * limits.cpu)
     try:
         ended = _follow(pid, read_fd, watch, deadline, too_late)
@@ -233,9 +219,8 @@ def _start_judge(tree: Path, own: Path, nodes: list[str], seat: Seat,
     zygote fork the judge; (its pid, the read end of its pipe)."""
     shutil.copytree(tree, own)
     (own / NODES).write_text(json.dumps(nodes))
-    if seat.judge.sealed:  # the judge's user reads its tree and writes its work folder
-        give(own, seat.judge, {os.geteuid()})
-        os.chown(seat.work, seat.judge.uid, seat.judge.gid)
+    give(own, seat.judge, {os.geteuid()})  # the judge's user reads its tree, writes its work
+    os.chown(seat.work, seat.judge.uid, seat.judge.gid)
     read_fd, write_fd = os.pipe()
     args = ["-q", "-p", "no:cacheprovider", "--basetemp", str(seat.basetemp), "-o",
             "timeout=0"]  # the grader's clocks end a test (Current), pytest-timeout's none
@@ -243,8 +228,7 @@ def _start_judge(tree: Path, own: Path, nodes: list[str], seat: Seat,
         pid = seat.zygote.fork("judge", {
             "tree": str(own), "args": args, "repo": repo,
             "sandbox": {"pool": [[user.uid, user.gid] for user in seat.pool],
-                        "judge": [seat.judge.uid, seat.judge.gid] if seat.judge.sealed
-                        else None,
+                        "judge": [seat.judge.uid, seat.judge.gid],
                         "template": str(seat.template), "work": str(seat.work),
                         "basetemp": str(seat.basetemp),
                         "scratch": world_writable_folders()}}, write_fd)

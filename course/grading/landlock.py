@@ -3,7 +3,7 @@
 Runs in a sandbox (course/grading/sandbox.py), which restricts itself just before its
 syscall policy (course/grading/syscalls.py). Landlock is the kernel's unprivileged access
 control (Linux 5.13 and newer): it needs no capability, so it holds in Gradescope's
-container, for a TA who grades as their own user, and where the mount namespace is refused.
+container, where mounts and namespaces are refused.
 A sandbox then reads only its own tree, the folders pytest gave its test, the Python
 environment and the system's programs, libraries and configuration; it writes only its
 tree and those folders. Another checkout of this repository on the same machine (with its

@@ -59,7 +59,6 @@ import socket
 import stat
 import statistics
 import sys
-import tempfile
 import zipfile
 from collections import Counter
 from contextlib import contextmanager
@@ -287,8 +286,9 @@ def read_checkpoint(path: Path) -> dict:
 @dataclasses.dataclass
 class WeightsReaders:
     """Where weights are parsed: the zygote that forks a weights reader per archive
-    (course/grading/weights.py) and the sandbox user it runs as (None: not root). The grader
-    gives its own (set_readers); otherwise the first archive starts a zygote of its own."""
+    (course/grading/weights.py) and the sandbox user it runs as. The grader gives its own
+    (set_readers); otherwise the first archive starts a zygote of its own and takes a user
+    (root only)."""
     zygote: object = None
     uid: int | None = None
     gid: int | None = None
@@ -298,7 +298,7 @@ READERS = WeightsReaders()
 READ_SECONDS = 120
 
 
-def set_readers(zygote_path: str, uid: int | None, gid: int | None) -> None:
+def set_readers(zygote_path: str, uid: int, gid: int) -> None:
     """Parse weights in readers forked by the zygote at zygote_path, as uid:gid."""
     READERS.zygote, READERS.uid, READERS.gid = Zygote.at(zygote_path), uid, gid
 
@@ -308,13 +308,10 @@ def read_weights(data: bytes) -> dict:
     rebuilt from raw bytes (tests/seam.py's decoding: nothing is unpickled here), or
     {"error": why}."""
     if READERS.zygote is None:
-        folder = Path(tempfile.mkdtemp(prefix="weights_"))
-        folder.chmod(0o711)
-        READERS.zygote = Zygote(folder)
+        READERS.zygote = Zygote()
         atexit.register(READERS.zygote.close)
-        if os.geteuid() == 0:
-            user = sandbox_user()
-            READERS.uid, READERS.gid = user.uid, user.gid
+        user = sandbox_user()
+        READERS.uid, READERS.gid = user.uid, user.gid
     ours, theirs = socket.socketpair()
     try:
         READERS.zygote.fork("weights", {"uid": READERS.uid, "gid": READERS.gid},

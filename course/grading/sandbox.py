@@ -8,18 +8,18 @@ it reads anything secret (hidden tests, reference solutions, bands, rubric): no 
 holds those in its memory. Before it serves a request, a sandbox
 
   - starts a session of its own, with limits on file size, core dumps, open files, address
-    space and (sealed) processes and threads (provided/limits.py, which --check applies
-    too: a pool sized by the CPU count of a 256-core machine fits);
-  - when the grader runs as root (sealed): drops to an unprivileged user of its own
-    (`hw-sandbox`, course/grading/accounts.py), so that the grading files, the results and
-    other submissions are out of its reach, and dies with its warden;
+    space, processes and threads (provided/limits.py, which --check applies too: a pool
+    sized by the CPU count of a 256-core machine fits);
+  - drops root for an unprivileged user of its own (`hw-sandbox`, course/grading/
+    accounts.py), so that the grading files, the results and other submissions are out of
+    its reach, and dies with its warden;
   - restricts its file system with Landlock (course/grading/landlock.py: it reads only its
     tree, its test's folders, the Python environment and the system's programs, libraries
     and configuration; it writes only its tree, its test's folders and /dev/shm, where
     multiprocessing keeps its locks; scoped, where the kernel can, to its own abstract Unix
     sockets and processes) and installs a default-deny syscall policy
-    (course/grading/syscalls.py), sealed or not: no network socket, and Unix sockets only
-    where none it makes can reach outside it (unix_sockets_contained; socket pairs always);
+    (course/grading/syscalls.py): no network socket, and Unix sockets only where none it
+    makes can reach outside it (unix_sockets_contained; socket pairs always);
   - keeps one file descriptor, its channel to its warden, and sends /dev/null its output;
   - imports only its tree: the submission's files (the given code as the handout has it)
     and the public test helpers. No test file enters it.
@@ -81,8 +81,7 @@ def _refused() -> bool:
 def isolation() -> str:
     """The isolation sandboxes get here, in words (the policy tried in a throwaway child)."""
     container = any(os.path.exists(mark) for mark in CONTAINER_MARKS)
-    words = ["mode: " + ("root" if os.geteuid() == 0 else "not root (unsealed)")
-             + (" in a container" if container else "")]
+    words = ["as root" + (" in a container" if container else "")]
     version = landlock.abi()
     if version:
         scoped = ("; connects to no abstract Unix socket and signals no process made outside "
@@ -104,27 +103,22 @@ def isolation() -> str:
                      "refused here")
     words.append("stopped between calls by SIGSTOP to every process of its user at once "
                  "(kill(-1) as that user) until none runs (ptrace refused)")
-    if os.geteuid() != 0:
-        words.append("not running as root: sandboxes run as the grader's own user, unsealed")
-    else:
-        words.append("judges run as their own users (hw-judge), a root warden beside each")
+    words.append("judges run as their own users (hw-judge), a root warden beside each")
     return "; ".join(words)
 
 
-def unix_sockets_contained(sealed: bool, landlock_version: int) -> bool:
+def unix_sockets_contained(landlock_version: int) -> bool:
     """Whether no Unix socket a sandbox makes can reach a socket outside it, so that its
     policy may allow socket(AF_UNIX) (multiprocessing's Manager, Listener and forkserver,
     torch's tensor handoff). Abstract names: Landlock's scoping (ABI 6) keeps it from
     connecting to one made outside its domain. Names in the file system: connecting needs
-    write permission on the socket's file, which a sealed sandbox's user (hw-sandbox..., no
+    write permission on the socket's file, which a sandbox's user (hw-sandbox..., no
     supplementary group) has on world-writable sockets alone; the grader's one, the
     zygote's, is root's alone and refuses any process under a syscall policy
-    (zygote.allowed). Unsealed, a socket in the file system would reach whatever the
-    grader's own user can (its session bus, a container engine's socket), which no Landlock
-    right of these kernels governs. Where this is False (unsealed; a kernel before 6.12),
-    the sandbox makes socket pairs only: asyncio, threads, fork and spawn pools, Pipe and
-    Queue work; a Manager and the forkserver start method do not."""
-    return sealed and landlock_version >= landlock.SCOPED_ABI
+    (zygote.allowed). Where this is False (a kernel before 6.12), the sandbox makes socket
+    pairs only: asyncio, threads, fork and spawn pools, Pipe and Queue work; a Manager and
+    the forkserver start method do not."""
+    return landlock_version >= landlock.SCOPED_ABI
 
 
 def tensors_by_value() -> None:
@@ -164,20 +158,18 @@ def main(request: dict, fd: int) -> None:
             Path("/proc/self/oom_score_adj").write_text("1000")
         except OSError:
             pass
-        uid, gid = request.get("uid"), request.get("gid")
-        if uid is not None:
-            limit(resource.RLIMIT_NPROC, MAX_PROCESSES)  # per user: a fork bomb stops
-            os.setgroups([])
-            os.setgid(gid)
-            os.setuid(uid)
-            # dumpable again (a change of user made it not): its warden, with this user's
-            # file-system identity, reads what its processes hold (warden.held)
-            ctypes.CDLL(None).prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)
+        limit(resource.RLIMIT_NPROC, MAX_PROCESSES)  # per user: a fork bomb stops
+        os.setgroups([])
+        os.setgid(request["gid"])
+        os.setuid(request["uid"])
+        # dumpable again (a change of user made it not): its warden, with this user's
+        # file-system identity, reads what its processes hold (warden.held)
+        ctypes.CDLL(None).prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)
         # it dies with its warden (set after the change of user, which clears it)
         ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
         version = landlock.restrict([request["tree"], *request.get("shared", []),
                                      *[f for f in POSIX_IPC if os.path.isdir(f)]])
-        unix_sockets = unix_sockets_contained(uid is not None, version)
+        unix_sockets = unix_sockets_contained(version)
         syscalls.install(unix_sockets)
         if not unix_sockets:
             tensors_by_value()

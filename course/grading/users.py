@@ -4,7 +4,7 @@ folders it wrote, its processes stopped, continued and killed, and the cleanup a
 Runs in the judges' wardens (course/grading/warden.py: a test's tree and folders given to its
 user and back through file descriptors, its processes stopped between calls, its files and
 System V objects removed after the test) and, for a judge that died before its warden could
-clean up, in the grader (kill_spawned). The grader's accounts, the users it reserves, are
+clean up, in the grader (end_users). The grader's accounts, the users it reserves, are
 course/grading/accounts.py's. World-writable folders are found once, by the grader, which
 gives the list to each judge's warden.
 """
@@ -23,19 +23,14 @@ from pathlib import Path
 SCRATCH_FOLDERS = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock", "/var/lock")
 NOT_SCANNED = ("/proc", "/sys", "/dev")  # no folder a sandbox could leave a file in ...
 DEVICE_SCRATCH = ("/dev/shm", "/dev/mqueue")  # ... but these
-SPAWNED = "sandboxes.txt"  # in a judge's work folder: the pid of every sandbox it started
 
 
 @dataclass(frozen=True)
 class Sandbox:
-    """Who a sandbox runs as: uid/gid of the sandbox user, or None when not root."""
-    uid: int | None = None
-    gid: int | None = None
+    """A user a sandbox (or a judge, or a weights reader) runs as: its uid and gid."""
+    uid: int
+    gid: int
     lock: int | None = None  # the open lock file that reserves the user for this grader
-
-    @property
-    def sealed(self) -> bool:
-        return self.uid is not None
 
 
 # ------------------------------------------------------ root's walks, through descriptors
@@ -284,22 +279,12 @@ def _container_roots() -> set[str]:
             if " - overlay " in line and line.split()[4] != "/"}
 
 
-def kill_spawned(work: Path, pool: list[Sandbox]) -> None:
-    """Kill every sandbox a judge started in work (its session), and every process of its
-    sandbox users: what a judge that died could not close."""
-    try:
-        pids = [int(line) for line in (work / SPAWNED).read_text().split()]
-    except (OSError, ValueError):
-        pids = []
-    for pid in pids:
-        try:
-            os.killpg(pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
+def end_users(pool: list[Sandbox]) -> None:
+    """Kill every process of a judge's sandbox users and remove what they left: what a
+    judge that died could not close."""
     for sandbox in pool:
-        if sandbox.sealed:
-            signal_user(sandbox.uid, signal.SIGKILL)
-            remove_user_files(sandbox.uid, world_writable_folders())
+        signal_user(sandbox.uid, signal.SIGKILL)
+        remove_user_files(sandbox.uid, world_writable_folders())
 
 
 def processes_of(uid: int) -> dict[int, bool]:

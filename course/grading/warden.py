@@ -18,8 +18,8 @@ requests whose arguments it checks itself:
             processes), remove every link, FIFO, socket, device and hard-linked file it
             left in the lent folders, give them back to the judge's user, and return the
             reply's bytes undecoded
-    close   kill every process of the sandbox (its session, its user), remove what its user
-            left anywhere, its System V objects (by owner or creator), then its tree
+    close   kill every process of the sandbox's user, remove what that user left anywhere,
+            its System V objects (by owner or creator), then its tree
 
 The judge and the warden speak the seam's framing (tests/seam.py): a request or reply is a
 frame holding a JSON header, then, if the header says so, a frame holding the bytes it
@@ -43,7 +43,6 @@ from pathlib import Path
 
 from course.grading import sandbox
 from course.grading.users import (
-    SPAWNED,
     Sandbox,
     entries_of,
     give,
@@ -77,9 +76,8 @@ UNSEEN_MAPPINGS = ("/dev/zero", "/SYSV")  # shared anonymous memory (counted by 
 
 
 def usage(folders: list[int], user: Sandbox) -> tuple[int, int]:
-    """(bytes, entries) beneath the open folders, plus (sealed) the user's entries anywhere
-    beneath /dev/shm and what its processes hold without a name (held)."""
-    uid = user.uid
+    """(bytes, entries) beneath the open folders, plus the user's entries anywhere beneath
+    /dev/shm and what its processes hold without a name (held)."""
     total = [0, 0]
 
     def counter(owner: int | None):
@@ -91,15 +89,13 @@ def usage(folders: list[int], user: Sandbox) -> tuple[int, int]:
 
     for folder in folders:
         walk_fd(folder, counter(None))
-    if uid is not None:
-        if os.path.isdir("/dev/shm"):
-            top = open_folder("/dev/shm")
-            try:
-                walk_fd(top, counter(uid))
-            finally:
-                os.close(top)
-        total[0] += held(user)
-    return total[0], total[1]
+    if os.path.isdir("/dev/shm"):
+        top = open_folder("/dev/shm")
+        try:
+            walk_fd(top, counter(user.uid))
+        finally:
+            os.close(top)
+    return total[0] + held(user), total[1]
 
 
 def held(user: Sandbox) -> int:
@@ -287,17 +283,15 @@ class Seat:
 
     @classmethod
     def from_request(cls, seat: dict) -> "Seat":
-        return cls([Sandbox(uid, gid) for uid, gid in seat["pool"]],
-                   Sandbox(*seat["judge"]) if seat.get("judge") else Sandbox(),
+        return cls([Sandbox(uid, gid) for uid, gid in seat["pool"]], Sandbox(*seat["judge"]),
                    Path(seat["template"]), Path(seat["work"]), Path(seat["basetemp"]),
                    seat["scratch"])
 
 
 @dataclasses.dataclass
 class Running:
-    """A sandbox the warden started: its pool user, pid and channel."""
+    """A sandbox the warden started: its pool user and channel."""
     user: Sandbox
-    pid: int
     channel: socket.socket
     ended: str | None = None  # why the warden ended it (over its disk budget)
     unmeasured: float = 0.0  # seconds it ran since its disk use was last measured
@@ -341,19 +335,15 @@ def start(seat: Seat, slot: int) -> str:
     user = seat.pool[slot]
     tree = seat.work / f"sandbox-{os.getpid()}-{time.monotonic_ns()}"
     shutil.copytree(seat.template, tree, symlinks=True)
-    if user.sealed:
-        give(tree, user, {os.geteuid()})
+    give(tree, user, {os.geteuid()})
     ours, theirs = socket.socketpair()
     request = {"tree": str(tree), "shared": [str(seat.basetemp)], "env": sandbox_env(str(tree)),
                "uid": user.uid, "gid": user.gid}
-    pid = os.fork()
-    if pid == 0:
+    if os.fork() == 0:
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         sandbox.main(request, theirs.fileno())  # never returns
     theirs.close()
-    with open(seat.work / SPAWNED, "a") as spawned:  # for the grader, should the judge die
-        spawned.write(f"{pid}\n")
-    seat.sandboxes[str(tree)] = Running(user, pid, ours)
+    seat.sandboxes[str(tree)] = Running(user, ours)
     return str(tree)
 
 
@@ -389,9 +379,8 @@ def relay(seat: Seat, tree: str, running: Running, message: bytes, folders: list
     tree_fd = open_folder(tree)
     user, reply = running.user, None
     try:
-        if user.sealed:
-            for fd in fds:
-                give(fd, user, {seat.judge.uid if seat.judge.sealed else os.geteuid()})
+        for fd in fds:
+            give(fd, user, {seat.judge.uid})
         if running.ended is None:
             started = time.monotonic()
             go(running)
@@ -405,8 +394,7 @@ def relay(seat: Seat, tree: str, running: Running, message: bytes, folders: list
                 end(running)
         for fd in fds:
             scrub(fd)
-            if seat.judge.sealed:
-                give(fd, seat.judge, {user.uid})
+            give(fd, seat.judge, {user.uid})
     finally:
         for fd in [tree_fd, *fds]:
             os.close(fd)
@@ -470,40 +458,29 @@ def _drain(channel: socket.socket) -> None:
 
 
 def go(running: Running) -> None:
-    """Let the sandbox run: SIGCONT to its session and its user's processes."""
-    _signal(running, signal.SIGCONT)
+    """Let the sandbox run: SIGCONT to every process of its user."""
+    signal_user(running.user.uid, signal.SIGCONT)
 
 
 def stop(running: Running) -> None:
     """Stop the sandbox: stop every process of its user until none runs (users.stop_user);
     what cannot be stopped in time is killed."""
-    _signal(running, signal.SIGSTOP)
-    if running.user.sealed and not stop_user(running.user.uid):
+    if not stop_user(running.user.uid):
         running.ended = "the code under test could not be stopped between calls: it was killed"
         end(running)
 
 
 def end(running: Running) -> None:
-    """Kill every process of the sandbox: its session, its user's."""
-    _signal(running, signal.SIGKILL)
+    """Kill every process of the sandbox's user."""
+    signal_user(running.user.uid, signal.SIGKILL)
 
 
 def close(seat: Seat, tree: str, running: Running) -> None:
     """Kill the sandbox, remove what its user left anywhere and its System V objects, then
-    its tree."""
+    its tree. (A sandbox closed before it took its user ends by itself: its channel is
+    closed.)"""
     running.channel.close()
     end(running)
-    if running.user.sealed:
-        remove_user_files(running.user.uid, seat.scratch)
+    remove_user_files(running.user.uid, seat.scratch)
     remove_tree(Path(tree))
     del seat.sandboxes[tree]
-
-
-def _signal(running: Running, number: int) -> None:
-    """Signal the sandbox's session, and (sealed) every process of its user."""
-    try:
-        os.killpg(running.pid, number)
-    except (ProcessLookupError, PermissionError):
-        pass
-    if running.user.sealed:
-        signal_user(running.user.uid, number)

@@ -9,9 +9,8 @@ kernel allows a sandbox here (course/grading/sandbox.py's prepare), and from the
 forks: one child per request on its Unix socket, which runs the named entry's
 `main(request, fd)`. A judge forks its warden, and the warden each test's sandbox
 (course/grading/warden.py), so every sandbox shares these pages too. The socket is root's
-alone (or, not as root, the grader's own user's), and it forks nothing for a process under
-a syscall policy (allowed): only the grader, and the recomputation it starts, ask it for
-anything.
+alone, and it forks nothing for a process under a syscall policy (allowed): only the
+grader, and the recomputation it starts, ask it for anything.
 
 `Zygote` is the grader's handle on it: it starts the zygote and asks it for children
 (Zygote.at: the same, for a process of the grader's that did not start it).
@@ -21,12 +20,13 @@ import ctypes
 import importlib
 import json
 import os
+import shutil
 import signal
 import socket
 import struct
 import subprocess
 import sys
-from pathlib import Path
+import tempfile
 
 from course.grading.paths import REPO_ROOT
 
@@ -99,13 +99,12 @@ def zygote_main(path: str) -> None:
 
 
 def allowed(connection: socket.socket) -> bool:
-    """Whether the peer may ask for a child: root or the zygote's own user (the grader, or
-    anything of a grader not run as root, unsealed), and nothing under a syscall policy the
-    zygote lacks (a sandbox, a weights reader, or anything they started: a filter is
-    inherited and never removed)."""
+    """Whether the peer may ask for a child: root (the grader), and nothing under a syscall
+    policy the zygote lacks (a sandbox, a weights reader, or anything they started: a filter
+    is inherited and never removed)."""
     pid, uid, _ = struct.unpack("3i", connection.getsockopt(
         socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))
-    return uid in (0, os.getuid()) and _filters(pid) == _filters(os.getpid())
+    return uid == 0 and _filters(pid) == _filters(os.getpid())
 
 
 def _filters(pid: int) -> str | None:
@@ -134,8 +133,9 @@ class Zygote:
         zygote.path = path
         return zygote
 
-    def __init__(self, folder: Path):
-        self.path = str(folder / "zygote.sock")
+    def __init__(self):
+        self.folder = tempfile.mkdtemp(prefix="grade_zygote_")  # root's alone (0700)
+        self.path = os.path.join(self.folder, "zygote.sock")
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "OMP_NUM_THREADS": "1",
                "MPLBACKEND": "Agg", "PYTHONDONTWRITEBYTECODE": "1", "LANG": "C.UTF-8"}
         self.process = subprocess.Popen(
@@ -159,5 +159,7 @@ class Zygote:
         return int(json.loads(reply)["pid"])
 
     def close(self) -> None:
+        """End the zygote, and remove its folder."""
         self.process.kill()
         self.process.wait()
+        shutil.rmtree(self.folder)

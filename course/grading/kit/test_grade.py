@@ -658,7 +658,8 @@ def test_a_submission_the_grader_fails_on_is_a_csv_row_and_the_others_go_on(tmp_
         return {"score": 4.0, "tests": [{"tags": ["p1a"], "score": 4.0, "max_score": 4.0}]}
     monkeypatch.setattr(grade, "grade", fake_grade)
     csv_path = tmp_path / "scores.csv"
-    grader = grade.Grader(kit=None, sandboxes=[], zygote=None, test_seconds=1.0)
+    grader = grade.Grader(kit=None, sandboxes=[], zygote=None, test_seconds=1.0, judges=[],
+                          reader=None)
     grade.grade_folder(folder, csv_path, grader, ["p1a"], deadline=60)
     rows = list(csv.DictReader(open(csv_path)))
     assert [r["submission"] for r in rows] == ["a", "b", "c"]

@@ -71,7 +71,7 @@ threading.Thread(target=listen, daemon=True).start()
 folders = [Path(p) for p in sys.argv[4:]]
 grader = grade.setup(["p1a"], jobs=1)
 results = {}
-with grade.hidden_from_sandbox(grader.sealed):
+with grade.hidden_from_sandbox():
     for folder in folders:
         budget = grade.Budget(time.monotonic() + 120, float(sys.argv[2]))
         out = Path(sys.argv[3]) / folder.name / "results.json"

@@ -5,8 +5,11 @@ itself many times over is refused as it is encoded; a reply of the graded tests'
 size passes."""
 
 import json
+import os
 import struct
+import tempfile
 import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -87,28 +90,34 @@ def test_after_it():
 '''
 
 
-def test_a_test_past_the_judges_memory_budget_fails_alone_and_says_why(tmp_path):
+@pytest.mark.skipif(os.geteuid() != 0, reason="a judge runs as a user of its own: root only")
+def test_a_test_past_the_judges_memory_budget_fails_alone_and_says_why():
     """A judge may map JUDGE_MEMORY beyond its size at its start (course/grading/judge.py,
     budget_memory): a test that builds more (here a bytearray twice that, as a reply's
     tolist() might) fails with a MemoryError that names the budget, and the judge goes on:
     the next test passes."""
+    from course.grading.accounts import JUDGE_USER, sandbox_pool, sandbox_user
     from course.grading.judge import JUDGE_MEMORY
     from course.grading.judges import Seat, run_tests
-    from course.grading.users import Sandbox
+    from course.grading.users import remove_tree
     from course.grading.zygote import Zygote
 
-    tree, work = tmp_path / "tree", tmp_path / "work"
+    base = Path(tempfile.mkdtemp(prefix="judge_budget_"))  # the judge's user traverses it
+    base.chmod(0o711)
+    tree, work = base / "tree", base / "work"
     tree.mkdir()
     work.mkdir()
     (tree / "test_big.py").write_text(BIG)
-    zygote = Zygote(tmp_path)
+    zygote = Zygote()
     try:
-        seat = Seat(zygote, [Sandbox()], Sandbox(), tree, work, work / "pytest")
+        seat = Seat(zygote, sandbox_pool(1), sandbox_user(JUDGE_USER), tree, work,
+                    work / "pytest")
         nodes = ["test_big.py::test_builds_past_the_budget", "test_big.py::test_after_it"]
         result = run_tests(tree, nodes, seat, str(tree), 20.0, time.monotonic() + 120,
                            "too late")
     finally:
         zygote.close()
+        remove_tree(base)
     passed, output = result.outcomes.get(nodes[0], (None, result.unreached))
     assert passed is False and "over the judge's memory budget" in output and \
         f"{JUDGE_MEMORY >> 20} MiB" in output, output[:600]

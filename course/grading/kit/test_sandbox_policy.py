@@ -10,6 +10,7 @@ import ctypes
 import errno
 import json
 import os
+import pwd
 import re
 import shutil
 import sys
@@ -209,7 +210,7 @@ attempt("network", network)
 
 
 def test_a_sandboxs_unix_sockets_reach_nothing_outside_it(tmp_path):
-    """In each p1a test's sandbox: a socket pair, and (sealed, where contained) a Unix socket
+    """In each p1a test's sandbox: a socket pair, and (where contained) a Unix socket
     bound to a path in its folders or to an abstract name, work; the zygote's socket forks
     nothing (root's alone, and it refuses a process under the policy), an abstract name bound
     outside and a TCP port on 127.0.0.1 are not reached (nothing arrives at either)."""
@@ -217,7 +218,7 @@ def test_a_sandboxs_unix_sockets_reach_nothing_outside_it(tmp_path):
 
     from course.grading import landlock, sandbox
 
-    contained = sandbox.unix_sockets_contained(os.geteuid() == 0, landlock.abi())
+    contained = sandbox.unix_sockets_contained(landlock.abi())
     name = f"\0hw-outside-{os.getpid()}"
     with socket.socket(socket.AF_UNIX) as abstract, socket.socket(socket.AF_INET) as tcp:
         abstract.bind(name)
@@ -240,9 +241,9 @@ def test_a_sandboxs_unix_sockets_reach_nothing_outside_it(tmp_path):
 
 
 def asks_the_zygote(path: str, under_the_policy: bool) -> str:
-    """What the zygote at path answers a forked child (root, or the zygote's own user) that
-    asks it for a weights reader over a socket pair's end, the syscall policy installed first or
-    not ("" where it forked nothing)."""
+    """What the zygote at path answers a forked child (root) that asks it for a weights
+    reader over a socket pair's end, the syscall policy installed first or not ("" where it
+    forked nothing)."""
     read_fd, write_fd = os.pipe()
     pid = os.fork()
     if pid == 0:
@@ -255,7 +256,8 @@ def asks_the_zygote(path: str, under_the_policy: bool) -> str:
             ours, theirs = socket.socketpair()
             with socket.socket(socket.AF_UNIX) as client:
                 client.connect(path)
-                request = {"entry": "weights", "uid": None}
+                nobody = pwd.getpwnam("nobody")
+                request = {"entry": "weights", "uid": nobody.pw_uid, "gid": nobody.pw_gid}
                 socket.send_fds(client, [json.dumps(request).encode()], [theirs.fileno()])
                 os.write(write_fd, client.recv(4096) or b"-")
         finally:
@@ -267,17 +269,18 @@ def asks_the_zygote(path: str, under_the_policy: bool) -> str:
     return answer.strip("-")
 
 
-def test_the_zygote_forks_nothing_for_a_process_under_the_policy(tmp_path):
+def test_the_zygote_forks_nothing_for_a_process_under_the_policy():
     """A sandbox, and whatever it starts, runs under the policy, which the zygote lacks: the
-    zygote forks nothing for such a process even where its user is one it serves (root, or
-    the zygote's own user unsealed); the same request without the policy gets a child."""
+    zygote forks nothing for such a process even where its user is the one it serves (root);
+    the same request without the policy gets a child. Closed, it leaves no folder."""
     from course.grading.zygote import Zygote
 
-    zygote = Zygote(tmp_path)
+    zygote = Zygote()
     try:
         refused, served = (asks_the_zygote(zygote.path, policy) for policy in (True, False))
     finally:
         zygote.close()
+    assert not os.path.exists(zygote.folder), "a closed zygote left its folder behind"
     assert refused == "", f"the zygote forked for a process under the policy: {refused}"
     assert '"pid"' in served, "the zygote forked nothing at all: the test shows nothing"
 
@@ -286,8 +289,8 @@ def test_the_standard_librarys_concurrency_works_in_a_graded_sandbox(tmp_path):
     """course/grading/kit/stdlib_idioms.py in each p1a test's sandbox: asyncio, threads (256),
     multiprocessing's Pool (a fork pool of 72 too), Manager, Pipe and Queue,
     ProcessPoolExecutor with each start method, tempfile, logging to a file and a Python
-    subprocess all work as they do on a laptop (unsealed, or sealed where no Unix socket is
-    contained, a Manager and the forkserver need one and are refused). What the code wrote
+    subprocess all work as they do on a laptop (where no Unix socket is contained, a Manager
+    and the forkserver need one and are refused). What the code wrote
     to stderr before it raised is in the test's failure (tests/seam.py)."""
     from course.grading import landlock, sandbox
 
@@ -296,7 +299,7 @@ def test_the_standard_librarys_concurrency_works_in_a_graded_sandbox(tmp_path):
         tmp_path, "import json, sys\nfrom problem1.stdlib_idioms import run\nfound = run()\n"
         "print('error: written to stderr in the sandbox', file=sys.stderr)\n",
         "IDIOMS", files={"problem1/stdlib_idioms.py": module})
-    contained = sandbox.unix_sockets_contained(os.geteuid() == 0, landlock.abi())
+    contained = sandbox.unix_sockets_contained(landlock.abi())
     for found in reports:
         failed = {idiom: how for idiom, how in found.items() if how != "ok" and (
             contained or not ("Manager" in idiom or "forkserver" in idiom))}
@@ -373,7 +376,8 @@ def test_a_batchs_graded_code_is_closed_to_the_sandbox_users(monkeypatch):
         return {"score": 4.0, "tests": []}
     monkeypatch.setattr(grade, "grade", fake_grade)
     tmp_path.chmod(0o755)
-    grader = grade.Grader(kit=None, sandboxes=[], zygote=None, test_seconds=1.0)
+    grader = grade.Grader(kit=None, sandboxes=[], zygote=None, test_seconds=1.0, judges=[],
+                          reader=None)
     grade.grade_folder(folder, tmp_path / "scores.csv", grader, ["p1a"], deadline=60)
     kept = tmp_path / intake.GRADED_FOLDER / "a"
     assert (kept / "problem1" / "dataset.py").exists()
@@ -472,9 +476,7 @@ def test_a_judge_holds_no_privilege_and_reaches_no_zygote():
 
     tmp_path = Path(tempfile.mkdtemp(prefix="judge_user_"))  # as the grader's: others pass
     tmp_path.chmod(0o711)
-    folder = tmp_path / "zygote"
-    folder.mkdir(mode=0o711)
-    zygote = Zygote(folder)
+    zygote = Zygote()
     try:
         tree, work = tmp_path / "tree", tmp_path / "work"
         tree.mkdir()
@@ -496,36 +498,24 @@ def test_a_judge_holds_no_privilege_and_reaches_no_zygote():
 
 @pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"),
                     reason="needs root to act as an unprivileged grader")
-def test_a_grader_not_run_as_root_still_grades():
-    """A TA's laptop: the grader as an ordinary user (unsealed: judges and sandboxes as that
-    user), whom the zygote must serve like root. The reference earns all of part p1a."""
-    import pwd
+def test_a_grader_not_run_as_root_says_so_in_one_line():
+    """The grader has one isolation, the deployed one (a user per judge and per sandbox):
+    run as an ordinary user it grades nothing and says, in one line, how to run it."""
     import subprocess
 
-    from course.grading.users import remove_tree
-    from provided.common import REPO_ROOT
+    from course.grading.accounts import NOT_ROOT
 
     nobody = pwd.getpwnam("nobody")
-    copy = Path(tempfile.mkdtemp(prefix="unsealed_"))
+    folder = Path(tempfile.mkdtemp(prefix="not_root_"))
+    folder.chmod(0o777)
     try:
-        files = subprocess.run(["git", "ls-files"], cwd=REPO_ROOT, capture_output=True,
-                               text=True, check=True).stdout.split()
-        for name in files + [str(p.relative_to(REPO_ROOT))
-                             for p in (REPO_ROOT / "data" / "addition").glob("*")]:
-            (copy / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy(REPO_ROOT / name, copy / name)
-        for path in [copy, *copy.rglob("*")]:
-            os.chown(path, nobody.pw_uid, nobody.pw_gid)
         done = subprocess.run(
             ["setpriv", f"--reuid={nobody.pw_uid}", f"--regid={nobody.pw_gid}",
-             "--clear-groups", "env", f"HOME={copy}", f"PYTHONPATH={copy}", sys.executable,
-             "-m", "course.grading.grade", ".", "--parts", "p1a", "--jobs", "1",
-             "--code-only", "--out", str(copy / "results.json")],
-            cwd=copy, capture_output=True, text=True, timeout=300)
-        assert done.returncode == 0, done.stderr[-2000:]
-        results = json.loads((copy / "results.json").read_text())
-        tests = [t for t in results["tests"] if t["tags"] == ["p1a"]]
-        assert tests and all(t["score"] == t["max_score"] for t in tests), [
-            t["output"][:300] for t in tests if t["score"] < t["max_score"]][:2]
+             "--clear-groups", sys.executable, "-m", "course.grading.grade", str(folder),
+             "--parts", "p1a", "--code-only", "--out", str(folder / "results.json")],
+            cwd=Path(grade.__file__).parents[2], capture_output=True, text=True, timeout=120)
+        assert done.returncode == 2 and done.stderr.strip().splitlines() == [
+            f"error: {NOT_ROOT}"], (done.returncode, done.stdout[-500:], done.stderr[-1000:])
+        assert not (folder / "results.json").exists()
     finally:
-        remove_tree(copy)
+        shutil.rmtree(folder)

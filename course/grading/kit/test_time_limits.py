@@ -2,9 +2,8 @@
 the judge and of the sandbox's processes since the test began, their reaped workers
 included, and nothing else the machine runs; a sleeping sandbox costs none of it.
 
-Each case forks a stand-in sandbox: a process in a session of its own, named in the judge's
-work folder as the warden names its sandboxes (unsealed), or running as a sandbox user
-(sealed, root only). The judge is a sleeping process, so its own time is about zero.
+Each case forks a stand-in sandbox running as a sandbox user (root only, as the grader).
+The judge is a sleeping process, so its own time is about zero.
 """
 
 import os
@@ -16,9 +15,9 @@ import pytest
 
 from course.grading.accounts import sandbox_pool
 from course.grading.judges import Meter
-from course.grading.users import SPAWNED
 
 pytestmark = [pytest.mark.kit, pytest.mark.timeout(120)]
+ROOT = pytest.mark.skipif(os.geteuid() != 0, reason="sandbox users and the grader need root")
 
 BURN = 0.6  # CPU-seconds a stand-in's worker burns
 
@@ -30,17 +29,16 @@ def burn(seconds: float) -> None:
         pass
 
 
-def stand_in(uid: int | None, work, worker: bool) -> int:
-    """A forked stand-in sandbox: its own session, as uid if given; it burns BURN CPU-seconds
-    itself or in a worker it reaps (worker), then sleeps. Its pid, listed in work/SPAWNED."""
+def stand_in(uid: int, worker: bool) -> int:
+    """A forked stand-in sandbox as uid: it burns BURN CPU-seconds itself or in a worker it
+    reaps (worker), then sleeps. Its pid."""
     ready_read, ready_write = os.pipe()
     pid = os.fork()
     if pid == 0:
         try:
             os.setsid()
-            if uid is not None:
-                os.setgroups([])
-                os.setuid(uid)
+            os.setgroups([])
+            os.setuid(uid)
             if worker:
                 child = os.fork()
                 if child == 0:
@@ -54,8 +52,6 @@ def stand_in(uid: int | None, work, worker: bool) -> int:
         finally:
             os._exit(0)
     os.close(ready_write)
-    with open(work / SPAWNED, "a") as spawned:
-        spawned.write(f"{pid}\n")
     os.read(ready_read, 1)  # it has burned
     os.close(ready_read)
     return pid
@@ -71,23 +67,38 @@ def judge():
     process.wait()
 
 
+@pytest.fixture(scope="module")
+def users() -> list[int]:
+    """Two sandbox users' uids (root only)."""
+    if os.geteuid() != 0:
+        pytest.skip("sandbox users need root")
+    return [user.uid for user in sandbox_pool(2)]
+
+
+def run_as(uid: int, source: str) -> int:
+    """A forked process that runs the Python source as uid (forked, not executed: a sandbox
+    user may not reach this machine's interpreter, as in the grader). Its pid."""
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.setgroups([])
+            os.setuid(uid)
+            exec(source, {})
+        finally:
+            os._exit(0)
+    return pid
+
+
 def _end(pid: int) -> None:
     os.kill(pid, 9)
     os.waitpid(pid, 0)
 
 
-MODES = [pytest.param(False, id="unsealed: the sandbox's session"),
-         pytest.param(True, id="sealed: the sandbox users' processes", marks=pytest.mark.skipif(
-             os.geteuid() != 0, reason="sandbox users need root"))]
-
-
-@pytest.mark.parametrize("sealed", MODES)
 @pytest.mark.parametrize("worker", [False, True], ids=["its own time", "a reaped worker's"])
-def test_the_meter_counts_the_sandboxs_cpu_time(tmp_path, judge, sealed, worker):
-    uid = sandbox_pool(1)[0].uid if sealed else None
-    meter = Meter(judge, {uid} if sealed else set(), tmp_path)
+def test_the_meter_counts_the_sandboxs_cpu_time(judge, users, worker):
+    meter = Meter(judge, {users[0]})
     meter.begin(None)
-    pid = stand_in(uid, tmp_path, worker)
+    pid = stand_in(users[0], worker)
     try:
         used = meter.read().seconds
         assert BURN * 0.8 <= used <= BURN * 1.5 + 0.2, (
@@ -99,13 +110,13 @@ def test_the_meter_counts_the_sandboxs_cpu_time(tmp_path, judge, sealed, worker)
         _end(pid)
 
 
-def test_the_meter_ignores_what_else_runs(tmp_path, judge):
+def test_the_meter_ignores_what_else_runs(judge, users):
     """A busy process outside the sandbox, and a sandbox process started before the test
     began, cost the test nothing."""
-    before = stand_in(None, tmp_path, worker=False)
+    before = stand_in(users[0], worker=False)
     busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
     try:
-        meter = Meter(judge, set(), tmp_path)
+        meter = Meter(judge, {users[0]})
         time.sleep(0.05)
         meter.begin(None)
         time.sleep(0.8)
@@ -129,23 +140,22 @@ SPINNERS = {
 
 
 @pytest.mark.parametrize("code, others", list(SPINNERS.values()), ids=list(SPINNERS))
-def test_a_running_or_starved_sandbox_is_busy_and_a_sleeping_one_is_not(tmp_path, judge, code,
+def test_a_running_or_starved_sandbox_is_busy_and_a_sleeping_one_is_not(judge, users, code,
                                                                          others):
     """What tells a test that sleeps (ended after its idle time) from one a busy machine
-    starves (never ended for it): a thread of it running or waiting for a CPU."""
-    meter = Meter(judge, set(), tmp_path)
-    meter.begin(None)
-    started = [subprocess.Popen([sys.executable, "-c", source], start_new_session=True)
-               for source in [code, "import time; time.sleep(60)", *[SPIN] * others]]
-    process, sleeper = started[:2]
+    starves (never ended for it): a thread of it running or waiting for a CPU. A sandbox
+    user's sleeping process, then another's spinning one (the others spin as root)."""
+    sandboxes = [run_as(users[0], "import time; time.sleep(60)"), run_as(users[1], code)]
+    others = [subprocess.Popen([sys.executable, "-c", SPIN]) for _ in range(others)]
     try:
         time.sleep(1.0)
-        (tmp_path / SPAWNED).write_text(f"{sleeper.pid}\n")
-        assert not meter.read().busy, "a sandbox that sleeps reads as busy"
-        (tmp_path / SPAWNED).write_text(f"{sleeper.pid}\n{process.pid}\n")
-        assert all(meter.read().busy for _ in range(5)), "a spinning sandbox reads as idle"
+        assert not Meter(judge, {users[0]}).read().busy, "a sandbox that sleeps reads as busy"
+        assert all(Meter(judge, set(users)).read().busy for _ in range(5)), (
+            "a spinning sandbox reads as idle")
     finally:
-        for each in started:
+        for pid in sandboxes:
+            _end(pid)
+        for each in others:
             each.kill()
             each.wait()
 
@@ -181,7 +191,7 @@ from pathlib import Path
 from course.grading import grade
 grader = grade.setup(["p1a"], jobs=1, code_only=True)
 grader.test_seconds = 0.4  # a sleeping test ends after WALL_FACTOR times that: 2 s
-with grade.hidden_from_sandbox(grader.sealed):
+with grade.hidden_from_sandbox():
     started = time.monotonic()
     budget = grade.Budget(started + float(sys.argv[3]), grader.test_seconds)
     grade.grade(Path(sys.argv[1]), grader, ["p1a"], Path(sys.argv[2]), budget)
@@ -190,6 +200,7 @@ grader.close()
 """
 
 
+@ROOT
 def test_a_sleeper_in_every_test_still_gets_its_results_by_the_deadline(tmp_path):
     """A submission whose every test sleeps: each ends after WALL_FACTOR times its limit of
     time in which nothing of it runs, the grading at its deadline (counted here from after

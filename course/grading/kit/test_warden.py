@@ -368,13 +368,13 @@ def test_dev_shm_counts_every_level(transport, probe):
     assert made <= warden_module.DISK_FILES, f"{made} files in /dev/shm, and it ran on"
 
 
-def test_an_orphans_cpu_time_counts_to_its_test(transport, probe, tmp_path):
+def test_an_orphans_cpu_time_counts_to_its_test(transport, probe):
     """The grader's meter (course/grading/judges.py) counts the CPU time of a process whose
     parent exited, after it ended: the sandbox is its subreaper, so it is not reaped by
     init, where its time would be lost."""
     from course.grading.judges import Meter
 
-    meter = Meter(os.getpid(), {transport.warden_uid}, tmp_path)
+    meter = Meter(os.getpid(), {transport.warden_uid})
     meter.begin(None)
     before = meter.read().seconds
     probe.orphan_burns(0.6)
