@@ -134,7 +134,7 @@ def test_causal_mask():
 def test_sdpa_scales_by_sqrt_dk():
     q = torch.tensor([[[[1.0, 1.0, 1.0, 1.0]]]])  # d_k = 4
     k = torch.tensor([[[[1.0, 1.0, 1.0, 1.0], [0.0, 0.0, 0.0, 0.0]]]])
-    v = torch.tensor([[[[1.0], [0.0]]]])
+    v = torch.tensor([[[[1.0, 1.0], [0.0, 0.0]]]])  # d_v = 2: sqrt(d_v) is not sqrt(d_k)
     _, weights = scaled_dot_product_attention(q, k, v)
     # scores 4 / sqrt(4) = 2 and 0: softmax gives e^2 / (e^2 + 1)
     expected = math.exp(2) / (math.exp(2) + 1)
@@ -142,6 +142,8 @@ def test_sdpa_scales_by_sqrt_dk():
     scales = {math.exp(4) / (math.exp(4) + 1): "the scores are not divided by sqrt(d_k)",
               math.exp(1) / (math.exp(1) + 1): "the scores are divided by d_k instead of "
                                                "sqrt(d_k)",
+              1 / (1 + math.exp(-4 / math.sqrt(2))): "the scores are divided by sqrt(d_v) "
+                                                     "(v's last size) instead of sqrt(d_k)",
               1.0: "the softmax is taken over the queries (dim -2, one query here) instead of "
                    "the keys (dim -1)"}
     wrong = next((why for value, why in scales.items() if got == pytest.approx(value)), None)

@@ -36,10 +36,13 @@ stand_ins = submission("tests.tiny_problem1")
 
 def test_steps_to_95():
     # logged steps as a shortened or resumed run may have them, not every 50
-    log = [{"step": step, "val_exact_match": em, "train_loss": 1.0} for step, em in
-           [(20, 0.1), (50, 0.9499), (75, 0.95), (100, 0.97), (103, 0.5), (110, 0.99)]]
+    # (token accuracy reaches 0.95 first, at step 50, as in a real log)
+    log = [{"step": step, "val_exact_match": em, "val_token_accuracy": token, "train_loss": 1.0}
+           for step, em, token in [(20, 0.1, 0.6), (50, 0.9499, 0.96), (75, 0.95, 0.97),
+                                   (100, 0.97, 0.98), (103, 0.5, 0.8), (110, 0.99, 0.995)]]
     found = steps_to_95(log)
     why = {100: "is the comparison strict (>)?", 110: "is the last such step returned?",
+           50: "is val_token_accuracy read instead of val_exact_match?",
            150: "is the step computed from the entry's index (every 50 steps) instead of "
                 "read from its 'step'?"}
     assert found == 75, (  # the first step that reaches 0.95, inclusive

@@ -96,6 +96,7 @@ def test_accuracy_over_and_position_metrics_by_hand():
     T = 128
     count = torch.ones(T)
     count[:7] = 0
+    count[112:] = 3  # the last bucket has more targets: pooling is not a mean of buckets
     correct = torch.zeros(T)
     correct[7:64] = 1  # everything right in range
     correct[64:80] = 1  # first beyond bucket right, the rest wrong
@@ -108,8 +109,12 @@ def test_accuracy_over_and_position_metrics_by_hand():
     m = evaluate.position_metrics(correct, count)
     assert as_float(m["in_range"]) == 1.0, (
         "position_metrics' in_range must pool positions 0..63 (all right here)")
-    assert as_float(m["beyond"]) == pytest.approx(0.25), (
-        "position_metrics' beyond must pool positions 64..127 (a quarter right here)")
+    pooled = as_float(m["beyond"])
+    assert pooled == pytest.approx(16 / 96), (
+        "position_metrics' beyond must pool the counts of positions 64..127 (16 right of 96 "
+        f"targets here, 0.1667), not {pooled}"
+        + (": it is the mean of the four buckets' accuracies" if pooled == pytest.approx(0.25)
+           else ""))
     buckets = [as_float(b) for b in m["buckets"]]
     assert buckets == [1.0] * 4 + [1.0, 0.0, 0.0, 0.0], (
         "position_metrics' buckets must be the eight 16-position buckets 0-15 .. 112-127, "

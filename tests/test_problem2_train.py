@@ -199,21 +199,30 @@ def test_evaluate_split_pools_uneven_batches():
     targets = torch.tensor([[I, 1, 3, 1], [I, I, I, 1], [I, 0, 3, 3], [I, 1, I, I],
                             [I, 2, 1, 1]])
     result = train.evaluate_split(stubs.FixedLogits(row), tokens, targets, batch_size=2)
-    wanted = [t for line in targets.tolist() for t in line if t != I]
     logsumexp = math.log(sum(math.exp(v) for v in row))
-    mean_loss = sum(logsumexp - row[t] for t in wanted) / len(wanted)
-    batch_means = []  # what a mean of the three batches' means gives
-    for start in range(0, 5, 2):
-        mine = [t for line in targets[start:start + 2].tolist() for t in line if t != I]
-        batch_means.append(sum(logsumexp - row[t] for t in mine) / len(mine))
-    why = ("it is the mean of the per-batch means, wrong for uneven batches"
-           if float(result["loss"]) == pytest.approx(sum(batch_means) / 3) else
-           "is the summed loss divided by the number of sequences or positions, ignored "
-           "ones included, instead of the targets?")
-    assert float(result["loss"]) == pytest.approx(mean_loss, rel=1e-6), (
+
+    def losses(rows: slice) -> list[float]:
+        """The targets' losses in these rows."""
+        return [logsumexp - row[t] for line in targets[rows].tolist() for t in line if t != I]
+    wanted = [t for line in targets.tolist() for t in line if t != I]
+    mean_loss = sum(losses(slice(None))) / len(wanted)
+    batch_means = [sum(losses(slice(start, start + 2))) / len(losses(slice(start, start + 2)))
+                   for start in range(0, 5, 2)]
+    readings = {sum(batch_means) / 3: "the mean of the per-batch means, wrong for uneven "
+                                      "batches",
+                sum(losses(slice(0, 4))) / len(losses(slice(0, 4))): "the loss of rows 0-3 "
+                "only: the last, incomplete batch (row 4) is never evaluated",
+                sum(losses(slice(None))) / 5: "divided by the number of sequences",
+                sum(losses(slice(None))) / 20: "divided by the number of positions, ignored "
+                                               "ones included"}
+    found = float(result["loss"])
+    why = next((f"it is {why}" for value, why in readings.items()
+                if found == pytest.approx(value, rel=1e-6)),
+               "it is none of " + "; ".join(f"{v:.4f} ({w})" for v, w in readings.items()))
+    assert found == pytest.approx(mean_loss, rel=1e-6), (
         f"{loss_and_correct_note()}"
         "evaluate_split's loss must be the batches' summed losses divided by the number of "
-        f"targets ({mean_loss:.4f} here), not {float(result['loss']):.4f}: {why}")
+        f"targets ({mean_loss:.4f} here), not {found:.4f}: {why}")
     assert float(result["accuracy"]) == pytest.approx(wanted.count(1) / len(wanted)), (
         f"{loss_and_correct_note()}"
         "evaluate_split's accuracy must pool the counts of every batch (all correct over all "

@@ -357,6 +357,10 @@ def test_decoder_lm_takes_max_len_positions_and_rejects_more():
         pytest.fail(f"DecoderLM(max_len=12) must take a sequence of 12 positions, but it "
                     f"raised ValueError ({error}): is the check start + T >= max_len instead "
                     "of > max_len?", pytrace=False)
+    except IndexError as error:
+        pytest.fail(f"DecoderLM(max_len=12) must take a sequence of 12 positions, but it "
+                    f"raised IndexError ({error}): does pos_emb have max_len rows, one for "
+                    "each position 0 .. max_len - 1?", pytrace=False)
     assert tuple(logits.shape) == (1, 12, 12)
     expect_raises(ValueError, model, torch.zeros(1, 13, dtype=torch.long),
                   what="DecoderLM(max_len=12) on 13 positions")

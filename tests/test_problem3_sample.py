@@ -74,9 +74,14 @@ def test_generate_stops_at_eos_and_caps_the_length(vocab):
     stoi = SmilesVocab(TOKENS).stoi  # the same ids, here
     C, O = stoi["C"], stoi["O"]
     model = stubs.ScriptedLM([C, C, O, EOS, C, C], len(vocab))
-    assert generate(model, vocab, 3, batch_size=2) == ["CCO"] * 3, (
-        last_position_note(vocab) or
-        "each sample must end at its first EOS, and num_samples must be drawn across batches")
+    got = generate(model, vocab, 3, batch_size=2)
+    refed = list(model.refed)
+    assert got == ["CCO"] * 3, last_position_note(vocab) or (
+        f"each sample must end at its first EOS (CCO here), not {got}: " + (
+            f"a step fed {refed[0][1]} positions to a kv_cache that already held "
+            f"{refed[0][0]}: once the model has filled its cache, feed only the newest token"
+            if refed else "does each stop at its first EOS, and is num_samples drawn across "
+            "batches?"))
     endless = stubs.ScriptedLM([C] * 100, len(vocab))
     capped = generate(endless, vocab, 1, max_len=8)
     steps = len(capped[0]) - 6 if capped and set(capped[0]) == {"C"} else None
@@ -208,6 +213,7 @@ WELL_FORMED = [
     "c1cccc1",  # well-formed, though not a valid molecule
     "C(C)(C)(C)(C)C",  # five bonds on carbon: the syntax is fine, the valence is not
     "1CC1",  # a ring digit before any atom: the four rules do not forbid it
+    "C[NH3+]", "[13CH4]",  # a bracket atom's digits (H count, charge, isotope): no ring
     "()", "C()C", "[nH]", "[Se]",
     "CC(C(C(C)C)C)C",
 ]
@@ -222,7 +228,10 @@ def test_well_formed():
     wrong = [smiles for smiles in WELL_FORMED if not well_formed_or_fail(smiles)]
     assert not wrong, (
         "is_well_formed must accept these well-formed strings (a ring digit closes its open "
-        f"ring and may be reused after): is a ring digit never closed? It said no to {wrong}")
+        f"ring and may be reused after), but it said no to {wrong}: " + (
+            "a bracket atom is one token, and its digits (H count, charge, isotope) are no "
+            "ring labels: is a ring digit found inside a token rather than as a whole token?"
+            if all("[" in smiles for smiles in wrong) else "is a ring digit never closed?"))
     accepted = [smiles for smiles in ILL_FORMED[1:6] if well_formed_or_fail(smiles)]
     assert not accepted, (
         "is_well_formed must also reject ill-formed strings (a ring or a '(' left open, a ')' "
@@ -286,14 +295,24 @@ RING_SPANS = [
 ]
 
 
+# (string, what a mistake gives, the mistake): the evidence a message may name
+RING_SPAN_MISTAKES = [
+    ("CCO", None, "the default for no ring is None, not 0"),
+    ("CC(NC(=O)CSc1n[nH]c(N)n1)c1ccccc1Cl", 11, "characters are counted instead of tokens "
+     "([nH] is one token)"),
+    ("C1CC1C1CCCC1", 10, "a reused label is measured from its first to its last occurrence: "
+     "each occurrence closes the ring the one before it opened (spans 3 and 5 here)"),
+]
+
+
 def test_max_open_ring_span():
     got = {smiles: ev.max_open_ring_span(smiles) for smiles, _ in RING_SPANS}
     wrong = {smiles: (got[smiles], span) for smiles, span in RING_SPANS if got[smiles] != span}
+    seen = [why for smiles, value, why in RING_SPAN_MISTAKES if got[smiles] == value]
     assert not wrong, (
         "max_open_ring_span must be the longest span, in tokens, of a closed ring, 0 for a "
-        "string without one: is the default for no ring not 0, or are characters counted "
-        "instead of tokens (Cl and [nH] are one token each)? {string: (got, expected)}: "
-        f"{wrong}")
+        "string without one. {string: (got, expected)}: " f"{wrong}: "
+        + ("; ".join(seen) if seen else "compare each span with the string's tokens"))
 
 
 # Two-digit ring labels: the tokenizer's '%nn' (%10 .. %99) is one ring-bond token, a label

@@ -150,12 +150,16 @@ class GivenSplits:
 
 class ScoreTable:
     """score(removed heads) -> table[frozenset(removed)] (default for a set not in the
-    table, if given); .calls lists the sets it was asked for, in order, each as a list."""
+    table, if given); .calls lists the sets it was asked for, in order, each as a list. One
+    head name alone (a string, not a list of names) is refused with a TypeError."""
 
     def __init__(self, table: dict, default=None):
         self.table, self.default, self.calls = dict(table), default, []
 
     def __call__(self, removed) -> float:
+        if isinstance(removed, str):
+            raise TypeError(f"score was given the head name {removed!r} alone: it takes a "
+                            f"list of the heads removed, score([{removed!r}])")
         self.calls.append(list(removed))
         key = frozenset(removed)
         return self.table[key] if key in self.table or self.default is None else self.default

@@ -57,12 +57,14 @@ class ScriptedLM(torch.nn.Module):
     dict per block, as DecoderLM's) then remembers how many positions it has seen.
     With uses_cache=False it ignores kv_cache, as a model without a cache may (the cache
     stays empty): only the whole prefix, fed again at each step, then gives the script.
+    .refed records (positions the cache held, positions fed) for each call that fed more
+    than one position to a filled cache (a cache then holds the prefix twice).
     """
 
     def __init__(self, script, vocab_size, uses_cache: bool = True):
         super().__init__()
         self.script, self.vocab_size = list(script), vocab_size
-        self.uses_cache = uses_cache
+        self.uses_cache, self.refed = uses_cache, []
         self.blocks = torch.nn.ModuleList([torch.nn.Identity()])  # one block
         self.unused = torch.nn.Parameter(torch.zeros(1))  # so that it has a device to ask
 
@@ -71,6 +73,8 @@ class ScriptedLM(torch.nn.Module):
         if kv_cache is not None and self.uses_cache:
             seen = kv_cache[0].get("seen", 0)
             kv_cache[0]["seen"] = seen + input_ids.shape[1]
+            if seen and input_ids.shape[1] > 1:
+                self.refed.append((seen, input_ids.shape[1]))
         position = seen + input_ids.shape[1] - 1  # tokens after BOS so far
         next_id = self.script[position] if position < len(self.script) else EOS
         logits = torch.full((input_ids.shape[0], input_ids.shape[1], self.vocab_size), -1e9)
