@@ -38,11 +38,13 @@ def test_offset_dataset_targets(problem2_tiny_data, split, shape):
     readings = {  # what the usual mistakes make of the row
         "the target looks k ahead (the token at t + k) instead of k back":
             row[7:] + [IGNORE_INDEX] * 7,
-        "the first k positions are left at 0 instead of IGNORE_INDEX": [0] * 7 + row[:-7],
         "the target is the token k - 1 back (off by one)": [IGNORE_INDEX] * 6 + row[:-6],
         "the target is the token k - 1 back (off by one; the first k ignored)":
             [IGNORE_INDEX] * 7 + row[1:-6],
         "the target is the token k + 1 back (off by one)": [IGNORE_INDEX] * 8 + row[:-8]}
+    if got[7:] == row[:-7] and len(set(got[:7])) == 1 and got[0] != IGNORE_INDEX:
+        readings[f"the first k positions hold {got[0]} instead of IGNORE_INDEX "
+                 f"({IGNORE_INDEX})"] = got
     same = [why for why, values in readings.items() if got == values]
     assert got == [IGNORE_INDEX] * 7 + row[:-7], (
         "the target at position t must be the token at t - k, and IGNORE_INDEX at the first "
