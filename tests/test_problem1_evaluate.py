@@ -99,6 +99,8 @@ def test_greedy_pruning_recomputes_costs():
     curve = greedy_pruning(hand_score(), heads=["A", "B", "C"])
     order = [point["removed"] for point in curve]
     why = {(): "the starting point (no head removed, score([])) is missing",
+           ("B", "C"): "the curve stops with one head left: it goes on until every head is "
+                       "removed (len(heads) + 1 points)",
            ("B", "A", "C"): "the heads are ranked once by their single cost, never "
                             "recomputed after a removal",
            ("C", "A", "B"): "the most useful head is removed first (the lowest score kept)"}
@@ -123,9 +125,16 @@ def test_greedy_pruning_breaks_ties_by_head_order():
 
 def test_single_head_ablation():
     found = single_head_ablation(hand_score(), heads=["A", "B", "C"])
+    readings = {"the drop from score([]) is returned, not score([head]) itself":
+                {"A": 1.0 - 0.9, "B": 1.0 - 0.95, "C": 1.0 - 0.5},
+                "earlier heads are kept removed (cumulative)": {"A": 0.9, "B": 0.2, "C": 0.0}}
+    why = next((why for why, values in readings.items() if isinstance(found, dict)
+                and found.keys() == values.keys()
+                and all(found[h] == pytest.approx(v) for h, v in values.items())),
+               "it is neither the drop from score([]) nor a cumulative removal")
     assert found == {"A": 0.9, "B": 0.95, "C": 0.5}, (
         "single_head_ablation must score each head removed alone, score([head]), the others "
-        f"all kept: got {found}; are earlier heads kept removed (cumulative)?")
+        f"all kept: got {found}: {why}")
 
 
 def test_mean_attention_maps_shapes_and_means():
@@ -272,13 +281,16 @@ def test_mean_attention_maps_follow_greedy_decoding():
         predicted = twin.generate(src)
         seen = torch.cat([torch.full_like(predicted[:, :1], BOS), predicted[:, :-1]], dim=1)
         greedy = twin(src, seen)[1]
-        forced = twin(src, tgt_in)[1]
+        readings = {"it is the map under teacher forcing on the dataset's tgt_in":
+                    twin(src, tgt_in)[1],
+                    "it is the map of the decoder fed the predicted digits themselves, not BOS "
+                    "and the first three": twin(src, predicted)[1]}
     for name in ("encoder", "decoder_self", "decoder_cross"):
         expected = torch.stack([w.mean(0) for w in greedy[name]])
-        teacher = torch.stack([w.mean(0) for w in forced[name]])
-        hint = ("it is the map under teacher forcing on the dataset's tgt_in"
-                if torch.allclose(maps[name], teacher, atol=1e-5) else
-                "is it fed the dataset's tgt_in, or averaged over the wrong dimension?")
+        hint = next((why for why, attention in readings.items() if torch.allclose(
+            maps[name], torch.stack([w.mean(0) for w in attention[name]]), atol=1e-5)),
+            "it is neither the map under teacher forcing nor that of the unshifted "
+            "predictions: is it averaged over the wrong dimension?")
         torch.testing.assert_close(maps[name], expected, msg=lambda m, name=name, hint=hint: (
             f"mean_attention_maps' {name} map must be the mean over the examples of the "
             "attention while the decoder reads its own greedy predictions (BOS + "

@@ -113,10 +113,15 @@ def test_layers_return_normalized_tokens_with_learned_affine():
     x, memory = inputs((2, 4, 16), (2, 7, 16))
     out, _ = encoder(x)
     out_dec, _, _ = decoder(x, memory)
-    for y in (out, out_dec):
-        torch.testing.assert_close(y.mean(-1), torch.full((2, 4), 3.0), atol=1e-4, rtol=0)
+    for y, layer, norm in ((out, "EncoderLayer", "norm2"), (out_dec, "DecoderLayer", "norm3")):
+        def message(m: str, layer=layer, norm=norm) -> str:
+            return (f"{layer}'s output must be its last LayerNorm's ({norm}, whose weight 2 "
+                    "and bias 3 are set here): every token with mean 3 and standard deviation "
+                    f"2. Is another norm applied last, or a sum returned unnormalized?\n{m}")
+        torch.testing.assert_close(y.mean(-1), torch.full((2, 4), 3.0), atol=1e-4, rtol=0,
+                                   msg=message)
         torch.testing.assert_close(y.std(-1, unbiased=False), torch.full((2, 4), 2.0),
-                                   atol=1e-3, rtol=0)
+                                   atol=1e-3, rtol=0, msg=message)
 
 
 def test_transformer_shapes():
@@ -178,7 +183,9 @@ def encoder_by_formula(twin: Twin, x, mask=None) -> dict:
              "the feed-forward residual adds the layer's input x instead of h = LN1(x + "
              "Attn(x))": twin.norm("norm2", x + twin.ffn(h)),
              "the feed-forward network reads x instead of h = LN1(x + Attn(x))":
-                 twin.norm("norm2", h + twin.ffn(x))}
+                 twin.norm("norm2", h + twin.ffn(x)),
+             "norm1 is used again for the feed-forward sum instead of norm2":
+                 twin.norm("norm1", h + twin.ffn(h))}
     if mask is not None:
         found["the mask is not passed to the self-attention"] = encoder_by_formula(twin, x)[
             CORRECT]

@@ -377,6 +377,8 @@ def test_score_shift_sinusoidal_hand_value():
         "position is shifted, not both",
         0.0: "the table row is added to the query only (the score must be (q + PE[a]) . "
              "(k + PE[b]))",
+        abs(math.sin(4) - math.sin(3)) / math.sqrt(2): "the score is divided by sqrt(d): "
+                                                       "it is the plain dot product",
     }
     found = next((why for value, why in mistakes.items()
                   if float(change) == pytest.approx(value, abs=1e-5)), None)
@@ -393,10 +395,15 @@ def test_score_shift_rotary_hand_value_is_zero():
     # d = 2: rotated (1, 0) . rotated (0, 1) = sin(a - b); rotating only one vector would
     # give sin a or -sin b instead, which changes under the shift.
     q, k = torch.tensor([1.0, 0.0]), torch.tensor([0.0, 1.0])
+    unshifted = float(score_shift_invariance(q, k, 0, "rotary"))  # the same score twice: 0
     message = ("score_shift_invariance under 'rotary' must rotate both q and k at their own "
                "positions and shift both positions together, so that the score, sin(a - b) "
-               "here, does not change: is only one vector rotated, or only one position "
-               "shifted?" + upstream_note("rotary"))
+               "here, does not change: " + (
+                   f"with shift 0 it changed by {unshifted:.4f}: does apply_rotary rotate its "
+                   "input in place, so that the second score rotates an already rotated q?"
+                   if math.isfinite(unshifted) and abs(unshifted) > 1e-6 else
+                   "is only one vector rotated, or only one position shifted?")
+               + upstream_note("rotary"))
     assert float(score_shift_invariance(q, k, 1, "rotary")) == pytest.approx(
         0.0, abs=1e-6), message
     assert float(score_shift_invariance(q, k, 5, "rotary", q_pos=40, k_pos=40)) == pytest.approx(

@@ -72,6 +72,9 @@ def test_loss_and_correct_by_hand():
         f"target ({expected:.4f} here), not {float(loss_sum):.4f}: "
         + ("it is " + same[0] + ", not the sum" if same else "it is none of " + ", ".join(
             f"{why} ({value:.4f})" for why, value in readings.items())))
+    assert isinstance(loss_sum, torch.Tensor), (
+        "loss_and_correct must return loss_sum as a tensor (train_epoch backpropagates "
+        f"through it), not {type(loss_sum).__name__}: is .item() called on it?")
     assert type(correct) is int and type(count) is int, (
         "loss_and_correct must return correct and count as Python ints (.item()), not "
         f"{type(correct).__name__} and {type(count).__name__}")

@@ -70,7 +70,9 @@ def test_dataset_item_layout(tmp_path, train_fixture):
         (BOS, C, C, O, EOS, IGNORE_INDEX, IGNORE_INDEX): "they are the inputs, not shifted",
         (C, C, O, EOS, PAD, PAD, PAD): "the padding is left a target (PAD, not IGNORE_INDEX)",
         (BOS, C, C, O, EOS, PAD, PAD): "they are the inputs, not shifted, and the padding is "
-                                       "left a target"}
+                                       "left a target",
+        (C, C, O, IGNORE_INDEX, IGNORE_INDEX, IGNORE_INDEX, IGNORE_INDEX): "EOS is ignored "
+        "too: it stays a target (the model learns to end), only PAD's become IGNORE_INDEX"}
     got = targets.tolist()
     assert got == expected, (
         "targets must be the sequence shifted left by one (the next token), IGNORE_INDEX where "

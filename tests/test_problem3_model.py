@@ -138,6 +138,11 @@ def test_block_matches_its_formula(norm):
     torch.testing.assert_close(out, expected, msg=lambda m: (
         f"a {norm}-LN Block must compute {formula} with softmax(q k^T / sqrt(d_head)) "
         f"causal attention (eval mode, no dropout): {hint()}\n{m}"))
+    unmasked = block_by_formula(state, norm, 3, x, "no mask")
+    everything = block(x, torch.ones(5, 5, dtype=torch.bool))  # every key seen
+    torch.testing.assert_close(everything, unmasked, msg=lambda m: (
+        "a Block must attend as the mask it is given says (all True here: every query sees "
+        f"every key), not by a causal mask of its own (is_causal=True)\n{m}"))
 
 
 def test_post_block_output_is_normalized_per_token_and_pre_is_not():

@@ -64,6 +64,9 @@ def test_lr_at_step():
         "the rate is never capped at the peak": [1e-3 * s / w if w else 1e-3
                                                  for s, w, _ in LR_CASES]}
     same = [why for why, values in readings.items() if got == pytest.approx(values, rel=1e-12)]
+    if any(rate < 1e-3 * (1 - 1e-9) for (step, warmup, _), rate in zip(LR_CASES, got)
+           if warmup and step > warmup):
+        same.append("the rate falls below the peak after warmup (a decay: none is asked for)")
     why = ("it is what it is when " + ", or when ".join(same) + ":" if same else
            "it is none of the usual mistakes (" + "; ".join(readings) + "):")
     assert got == pytest.approx([expected for _, _, expected in LR_CASES], rel=1e-12), (

@@ -13,6 +13,8 @@ import numpy as np
 import pytest
 import torch
 
+from tests.seam import Remote
+
 FIXTURES = Path(__file__).parent / "fixtures"
 
 
@@ -32,8 +34,8 @@ def expect_raises(kind: type, function, *args, what: str, **kwargs) -> None:
                 f" check the argument before doing anything else with it")
         pytest.fail(f"{what} must raise {kind.__name__}, as its docstring promises, not "
                     f"{got}{hint}", pytrace=False)
-    shown = repr(returned) if isinstance(returned, (int, float, str, bool, type(None))) else (
-        type(returned).__name__)
+    plain = (int, float, str, bool, type(None), Remote)  # a Remote shows its type
+    shown = repr(returned) if isinstance(returned, plain) else f"a {type(returned).__name__}"
     pytest.fail(f"{what} must raise {kind.__name__}, as its docstring promises, but it "
                 f"returned {shown[:100]}: is the check missing, or the exception caught and "
                 "turned into a value?", pytrace=False)
