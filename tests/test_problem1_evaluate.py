@@ -34,6 +34,7 @@ greedy_pruning, mean_attention_maps = evaluate.greedy_pruning, evaluate.mean_att
 remove_head, single_head_ablation = evaluate.remove_head, evaluate.single_head_ablation
 HeadRemovalScorer = submission("problem1.heads").HeadRemovalScorer  # given; runs remove_head
 stand_ins = submission("tests.tiny_problem1")
+ALL_HEADS = tuple(HEAD_NAMES)  # as given, before any test ran (a test may share the list)
 
 
 def test_remove_head_changes_exactly_one_head():
@@ -104,6 +105,11 @@ def test_greedy_pruning_recomputes_costs():
            ("B", "A", "C"): "the heads are ranked once by their single cost, never "
                             "recomputed after a removal",
            ("C", "A", "B"): "the most useful head is removed first (the lowest score kept)"}
+    shared = len(order) > 2 and all(point == order[-1] for point in order[1:])
+    assert not shared, (
+        f"greedy_pruning's points must each hold the heads removed so far, but got {order}: "
+        "every point holds the same list object, changed after it was appended: append a "
+        "copy, list(removed)")
     assert curve == [{"removed": [], "test_exact_match": 1.0},
                      {"removed": ["B"], "test_exact_match": 0.95},
                      {"removed": ["B", "C"], "test_exact_match": 0.6},
@@ -121,6 +127,17 @@ def test_greedy_pruning_breaks_ties_by_head_order():
     assert order == [[], ["X"], ["X", "Y"], ["X", "Y", "Z"]], (
         "greedy_pruning must break a tie (every head costs the same here) by the head listed "
         f"first: got {order}; does max or sorted pick the last of equal heads?")
+
+
+def test_greedy_pruning_leaves_the_heads_it_is_given():
+    """greedy_pruning(score) takes HEAD_NAMES by default: the module's list must be whole
+    afterwards (evaluate.py ablates and prunes two models with it, in one process)."""
+    greedy_pruning(stand_ins.ScoreTable({}, default=1.0))
+    left = list(submission("problem1.heads").HEAD_NAMES)
+    assert left == list(ALL_HEADS), (
+        f"after greedy_pruning(score), HEAD_NAMES holds {len(left)} of its {len(ALL_HEADS)} "
+        "heads: "
+        "does it remove heads from the list it was given (copy it first, list(heads))?")
 
 
 def test_single_head_ablation():

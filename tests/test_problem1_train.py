@@ -43,6 +43,8 @@ def test_steps_to_95():
     found = steps_to_95(log)
     why = {100: "is the comparison strict (>)?", 110: "is the last such step returned?",
            50: "is val_token_accuracy read instead of val_exact_match?",
+           None: "does the loop return None at the first entry below the threshold (an else "
+                 "inside the loop)?",
            150: "is the step computed from the entry's index (every 50 steps) instead of "
                 "read from its 'step'?"}
     assert found == 75, (  # the first step that reaches 0.95, inclusive

@@ -136,6 +136,10 @@ def test_per_position_counts_with_a_stub_model():
     targets = torch.full_like(tokens, IGNORE_INDEX)
     targets[:, 7:] = tokens[:, :-7]
     counts = evaluate.per_position_counts(ReadsKeyAtDistance(7), tokens, targets, batch_size=1)
+    kinds = {name: counts[name].dtype for name in ("correct", "count")}
+    assert all(kind.is_floating_point for kind in kinds.values()), (
+        f"per_position_counts must return float tensors, not {kinds}: are the tallies made "
+        "with torch.zeros(T, dtype=torch.long)?")
     got = counts["count"].tolist()
     why = ("it is the last batch's count only: are the batches' counts summed (+=), or "
            "overwritten (=)?" if got == [0] * 7 + [1] * 121 else

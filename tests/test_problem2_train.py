@@ -232,6 +232,28 @@ def test_evaluate_split_pools_uneven_batches():
         "targets): is it a mean of per-batch accuracies?")
 
 
+def test_train_epoch_draws_each_epochs_order_from_the_generator_given():
+    """Two epochs with one generator: the second's order is the generator's next
+    torch.randperm(N) (a generator remade from its seed would repeat the first's)."""
+    tokens, targets = _offset_batch()
+    model = stubs.Lookup()
+    state = {name: tensor.clone() for name, tensor in model.state_dict().items()}
+    generator = sandbox_torch.Generator().manual_seed(7)
+    for _ in range(2):
+        train.train_epoch(model, SGD(model.parameters(), lr=0.5), tokens, targets, generator,
+                          batch_size=4, max_steps=100)
+    trusted = torch.Generator().manual_seed(7)
+    first, second = (torch.randperm(10, generator=trusted) for _ in range(2))
+    after_first = {"table": sgd_epoch(state, tokens, targets, first)}
+    found = model.table.detach()
+    repeated = torch.allclose(found, sgd_epoch(after_first, tokens, targets, first), atol=1e-6)
+    assert torch.allclose(found, sgd_epoch(after_first, tokens, targets, second), atol=1e-6), (
+        "train_epoch must draw each epoch's order from the generator it is given, which then "
+        "advances: the second epoch takes its next torch.randperm(N), not "
+        + ("the first epoch's order again: is a new generator made from its seed at each "
+           "call?" if repeated else "this order (is another generator used?)"))
+
+
 def test_train_epoch_reports_the_loss_and_accuracy_over_the_targets_seen():
     tokens, targets = _offset_batch()
     model, twin = stubs.Lookup(), Lookup()

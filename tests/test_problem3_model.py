@@ -181,6 +181,17 @@ def test_block_is_causal(norm):
         "not added to the residual stream?")
 
 
+@pytest.mark.parametrize("norm", ["pre", "post"])
+def test_decoder_lm_backpropagates(norm):
+    """train.py trains the model: its logits' backward must run."""
+    error = submission("tests.tiny_problem3").backward_error(tiny_lm(norm=norm),
+                                                           torch.randint(3, 12, (2, 6)))
+    assert error is None, (
+        f"a {norm}-LN DecoderLM must backpropagate (train.py trains it), but backward raised "
+        f"{error!r}: is a tensor autograd saved changed in place (x += ... instead of "
+        "x = x + ...)?")
+
+
 def test_final_layernorm_only_for_pre():
     assert remote_isinstance(tiny_lm(norm="pre").ln_f, "torch.nn.LayerNorm"), (
         "a pre-LN DecoderLM must end in a final LayerNorm ln_f")
@@ -188,6 +199,11 @@ def test_final_layernorm_only_for_pre():
     assert not remote_isinstance(post.ln_f, "torch.nn.LayerNorm"), (
         "a post-LN DecoderLM must have no final LayerNorm (ln_f an nn.Identity): its last "
         "block already ends in one")
+    n_blocks = sum(remote_isinstance(m, "problem3.model.Block") for m in post.modules())
+    assert n_blocks == 2, (
+        f"DecoderLM(num_layers=2) must hold 2 Blocks as modules, not {n_blocks}: "
+        + ("is blocks a plain list (an nn.ModuleList registers them)?" if n_blocks == 0 else
+           "is one Block repeated ([Block(...)] * num_layers)?"))
     n_norms = sum(remote_isinstance(m, "torch.nn.LayerNorm") for m in post.modules())
     assert n_norms == 4, (  # 2 per block
         "a post-LN DecoderLM must hold two LayerNorms per block and no other")

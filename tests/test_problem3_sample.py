@@ -82,6 +82,9 @@ def test_generate_stops_at_eos_and_caps_the_length(vocab):
             f"{refed[0][0]}: once the model has filled its cache, feed only the newest token"
             if refed else "does each stop at its first EOS, and is num_samples drawn across "
             "batches?"))
+    assert not model.shared, (
+        "generate_batch's kv_cache must hold one dict per block, [{} for _ in model.blocks]: "
+        "its blocks shared one dict ([{}] * n makes n references to one dict)")
     endless = stubs.ScriptedLM([C] * 100, len(vocab))
     capped = generate(endless, vocab, 1, max_len=8)
     steps = len(capped[0]) - 6 if capped and set(capped[0]) == {"C"} else None

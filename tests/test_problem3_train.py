@@ -102,9 +102,14 @@ def test_train_step_logs_gradient_norms_before_clipping():
         "train_step must log the norm of head.weight's gradient before clipping: is it "
         "measured after clip_grad_norm_, or on another parameter?")
     expected_total = math.sqrt(sum(g.pow(2).sum().item() for g in grads))
+    summed_norms = sum(g.pow(2).sum().sqrt().item() for g in grads)
     assert float(total_norm) == pytest.approx(expected_total, rel=1e-5), (
         "train_step must log the total gradient norm before clipping (what clip_grad_norm_ "
-        "returns): is it measured after clipping?")
+        f"returns: {expected_total:.4f} here), not {float(total_norm):.4f}: " + (
+            "is it measured after clipping?" if float(total_norm) <= CLIP_NORM * (1 + 1e-5)
+            else "it is the sum of the parameters' norms, not sqrt of the sum of their "
+            "squares" if float(total_norm) == pytest.approx(summed_norms, rel=1e-5)
+            else "the norm of all gradients together is sqrt(sum of every entry squared)"))
     assert float(total_norm) > CLIP_NORM, (  # so the step below used clipped gradients
         "the total gradient norm logged must be the unclipped one, above CLIP_NORM here")
     # SGD at lr 1: the update is the clipped gradient, of norm exactly CLIP_NORM.

@@ -58,19 +58,22 @@ class ScriptedLM(torch.nn.Module):
     With uses_cache=False it ignores kv_cache, as a model without a cache may (the cache
     stays empty): only the whole prefix, fed again at each step, then gives the script.
     .refed records (positions the cache held, positions fed) for each call that fed more
-    than one position to a filled cache (a cache then holds the prefix twice).
+    than one position to a filled cache (a cache then holds the prefix twice). It has two
+    blocks; .shared is True once a cache held one dict for both (DecoderLM's cache is one
+    dict per block).
     """
 
     def __init__(self, script, vocab_size, uses_cache: bool = True):
         super().__init__()
         self.script, self.vocab_size = list(script), vocab_size
-        self.uses_cache, self.refed = uses_cache, []
-        self.blocks = torch.nn.ModuleList([torch.nn.Identity()])  # one block
+        self.uses_cache, self.refed, self.shared = uses_cache, [], False
+        self.blocks = torch.nn.ModuleList([torch.nn.Identity(), torch.nn.Identity()])
         self.unused = torch.nn.Parameter(torch.zeros(1))  # so that it has a device to ask
 
     def forward(self, input_ids, kv_cache=None):
         seen = 0
         if kv_cache is not None and self.uses_cache:
+            self.shared = self.shared or kv_cache[0] is kv_cache[-1]
             seen = kv_cache[0].get("seen", 0)
             kv_cache[0]["seen"] = seen + input_ids.shape[1]
             if seen and input_ids.shape[1] > 1:
@@ -215,13 +218,24 @@ class ScriptedSamples:
         return [self.strings[i % len(self.strings)] for i in range(size)]
 
 
+def backward_error(model: torch.nn.Module, ids: torch.Tensor) -> str | None:
+    """None when the sum of model(ids)'s logits backpropagates in training mode, else the
+    first line of the error autograd raised."""
+    model.train()
+    try:
+        model(ids).sum().backward()
+    except RuntimeError as error:
+        return str(error).splitlines()[0] if str(error) else "RuntimeError"
+    return None
+
+
 def inputs_during(module: torch.nn.Module, function, *args, **kwargs) -> tuple[list, object]:
     """(the input of each call of module while function(*args, **kwargs) runs: its first
     positional argument, or the keyword argument x; what function returned)."""
     seen = []
 
     def record(_, positional, keywords):
-        seen.append(positional[0] if positional else keywords["x"])
+        seen.append((positional[0] if positional else keywords["x"]).detach().clone())
 
     hook = module.register_forward_pre_hook(record, with_kwargs=True)
     try:
