@@ -130,9 +130,14 @@ def test_greedy_pruning_breaks_ties_by_head_order():
 
 
 def test_greedy_pruning_leaves_the_heads_it_is_given():
-    """greedy_pruning(score) takes HEAD_NAMES by default: the module's list must be whole
-    afterwards (evaluate.py ablates and prunes two models with it, in one process)."""
-    greedy_pruning(stand_ins.ScoreTable({}, default=1.0))
+    """greedy_pruning(score) takes HEAD_NAMES by default: it prunes every head, in their
+    order where all cost the same, and the module's list is whole afterwards (evaluate.py
+    ablates and prunes two models with it, in one process)."""
+    curve = greedy_pruning(stand_ins.ScoreTable({}, default=1.0))
+    last = list(curve[-1]["removed"]) if curve else None
+    assert last == list(ALL_HEADS), (
+        "greedy_pruning(score) must prune every head of HEAD_NAMES (its default), in their "
+        f"order where every head costs the same: its last point removed {last}")
     left = list(submission("problem1.heads").HEAD_NAMES)
     assert left == list(ALL_HEADS), (
         f"after greedy_pruning(score), HEAD_NAMES holds {len(left)} of its {len(ALL_HEADS)} "
