@@ -29,28 +29,39 @@ def burn(seconds: float) -> None:
         pass
 
 
-def stand_in(uid: int, worker: bool) -> int:
-    """A forked stand-in sandbox as uid: it burns BURN CPU-seconds itself or in a worker it
-    reaps (worker), then sleeps. Its pid."""
-    ready_read, ready_write = os.pipe()
+def as_user(uid: int, action) -> int:
+    """A forked process that calls action() as uid, then exits (forked, not executed: a
+    sandbox user may not reach this machine's interpreter, as in the grader). Its pid."""
     pid = os.fork()
     if pid == 0:
         try:
-            os.setsid()
             os.setgroups([])
             os.setuid(uid)
-            if worker:
-                child = os.fork()
-                if child == 0:
-                    burn(BURN)
-                    os._exit(0)
-                os.waitpid(child, 0)
-            else:
-                burn(BURN)
-            os.write(ready_write, b"x")
-            time.sleep(60)
+            action()
         finally:
             os._exit(0)
+    return pid
+
+
+def stand_in(uid: int, worker: bool) -> int:
+    """A forked stand-in sandbox as uid, in a session of its own: it burns BURN CPU-seconds
+    itself or in a worker it reaps (worker), then sleeps. Its pid, once it has burned."""
+    ready_read, ready_write = os.pipe()
+
+    def sandbox() -> None:
+        os.setsid()
+        if worker:
+            child = os.fork()
+            if child == 0:
+                burn(BURN)
+                os._exit(0)
+            os.waitpid(child, 0)
+        else:
+            burn(BURN)
+        os.write(ready_write, b"x")
+        time.sleep(60)
+
+    pid = as_user(uid, sandbox)
     os.close(ready_write)
     os.read(ready_read, 1)  # it has burned
     os.close(ready_read)
@@ -73,20 +84,6 @@ def users() -> list[int]:
     if os.geteuid() != 0:
         pytest.skip("sandbox users need root")
     return [user.uid for user in sandbox_pool(2)]
-
-
-def run_as(uid: int, source: str) -> int:
-    """A forked process that runs the Python source as uid (forked, not executed: a sandbox
-    user may not reach this machine's interpreter, as in the grader). Its pid."""
-    pid = os.fork()
-    if pid == 0:
-        try:
-            os.setgroups([])
-            os.setuid(uid)
-            exec(source, {})
-        finally:
-            os._exit(0)
-    return pid
 
 
 def _end(pid: int) -> None:
@@ -145,7 +142,8 @@ def test_a_running_or_starved_sandbox_is_busy_and_a_sleeping_one_is_not(judge, u
     """What tells a test that sleeps (ended after its idle time) from one a busy machine
     starves (never ended for it): a thread of it running or waiting for a CPU. A sandbox
     user's sleeping process, then another's spinning one (the others spin as root)."""
-    sandboxes = [run_as(users[0], "import time; time.sleep(60)"), run_as(users[1], code)]
+    sandboxes = [as_user(users[0], lambda: time.sleep(60)),
+                 as_user(users[1], lambda: exec(code, {}))]
     others = [subprocess.Popen([sys.executable, "-c", SPIN]) for _ in range(others)]
     try:
         time.sleep(1.0)
