@@ -5,6 +5,7 @@ code of Parts B and C, trained for 3 steps). The script's splits are stand-ins
 
 import json
 import math
+import statistics
 
 import pytest
 import torch
@@ -208,16 +209,14 @@ def test_evaluate_split_pools_uneven_batches():
         """The targets' losses in these rows."""
         return [logsumexp - row[t] for line in targets[rows].tolist() for t in line if t != I]
     wanted = [t for line in targets.tolist() for t in line if t != I]
-    mean_loss = sum(losses(slice(None))) / len(wanted)
-    batch_means = [sum(losses(slice(start, start + 2))) / len(losses(slice(start, start + 2)))
-                   for start in range(0, 5, 2)]
-    readings = {sum(batch_means) / 3: "the mean of the per-batch means, wrong for uneven "
-                                      "batches",
-                sum(losses(slice(0, 4))) / len(losses(slice(0, 4))): "the loss of rows 0-3 "
-                "only: the last, incomplete batch (row 4) is never evaluated",
-                sum(losses(slice(None))) / 5: "divided by the number of sequences",
-                sum(losses(slice(None))) / 20: "divided by the number of positions, ignored "
-                                               "ones included"}
+    mean_loss, total = statistics.mean(losses(slice(None))), sum(losses(slice(None)))
+    batch_means = [statistics.mean(losses(slice(start, start + 2))) for start in range(0, 5, 2)]
+    readings = {statistics.mean(batch_means): "the mean of the per-batch means, wrong for "
+                                              "uneven batches",
+                statistics.mean(losses(slice(0, 4))): "the loss of rows 0-3 only: the last, "
+                "incomplete batch (row 4) is never evaluated",
+                total / 5: "divided by the number of sequences",
+                total / 20: "divided by the number of positions, ignored ones included"}
     found = float(result["loss"])
     why = next((f"it is {why}" for value, why in readings.items()
                 if found == pytest.approx(value, rel=1e-6)),
